@@ -1,0 +1,60 @@
+// Tokenizer: Hugging Face tokenizer.json (BPE: SentencePiece-style with byte fallback, and
+// byte-level with a pre-tokenizer regex) read from the bytes the converter stored verbatim.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace krafla {
+
+class Tokenizer {
+ public:
+  // Parses tokenizer.json and tokenizer_config.json (may be empty). Throws krafla::Error
+  // naming the field that is missing or unsupported.
+  static Tokenizer from_json(std::string_view tokenizer_json, std::string_view tokenizer_config);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // As the Hugging Face tokenizer's encode(text, add_special_tokens): special (added) tokens
+  // written in the text are always recognised; add_special adds what the post-processor adds
+  // (e.g. BOS).
+  std::vector<int32_t> encode(std::string_view text, bool add_special = true) const;
+  // As decode(ids, skip_special_tokens). Throws krafla::Error on an id outside the vocabulary.
+  std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
+
+  int32_t vocab_size() const;  // including added tokens
+  std::optional<int32_t> token_id(std::string_view token) const;  // exact vocab/added token
+  std::string token_text(int32_t id) const;                      // the vocabulary string
+  bool is_special(int32_t id) const;
+  int32_t bos_id() const;  // -1 when none (from tokenizer_config.json bos_token)
+  int32_t eos_id() const;  // -1 when none (tokenizer_config.json eos_token)
+
+  // Streams text token by token: push() returns the text that is complete (valid UTF-8) so
+  // far; pieces split inside a character are held back until the rest arrives.
+  class StreamDecoder {
+   public:
+    explicit StreamDecoder(const Tokenizer& tok, bool skip_special = false);
+    std::string push(int32_t id);
+    std::string flush();  // whatever is held back (invalid bytes as U+FFFD)
+
+   private:
+    const Tokenizer* tok_;
+    bool skip_special_;
+    bool first_ = true;
+    std::string pending_;
+  };
+
+  struct Impl;
+
+ private:
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace krafla
