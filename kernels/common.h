@@ -1,0 +1,20 @@
+// Helpers shared by every kernel TU. Everything here is defined out of line in common.cpp, which
+// is compiled with baseline flags: an inline definition would be emitted by the ISA TUs too and
+// the linker could pick their (AVX-512) copy for baseline callers such as the CPU guard.
+#pragma once
+#include <cstdint>
+
+namespace krafla::kernels {
+
+// Exact IEEE binary16 -> binary32 (every half, subnormals, inf and NaN; NaNs are quieted the
+// way F16C's vcvtph2ps quiets them, so scalar and SIMD agree bit for bit).
+float f16_bits_to_f32(uint16_t h);
+// binary32 -> binary16, round to nearest even, overflow to inf, NaN stays NaN (payload
+// truncated, quiet bit set: what F16C's vcvtps2ph does).
+uint16_t f32_to_f16_bits(float f);
+
+// nullptr when the running CPU and OS support `isa` ("scalar", "avx2", "avx512vnni"), else the
+// short name of the first missing feature. Uses cpuid/xgetbv only.
+const char* cpu_missing_for(const char* isa);
+
+}  // namespace krafla::kernels

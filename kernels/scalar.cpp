@@ -1,0 +1,251 @@
+// The readable specification of the kernel table (portable C++, always compiled, the oracle
+// every SIMD ISA is tested against). Row tile 1: the packed weights are the stored ggml rows,
+// and the quantized activation is a row of plain ggml Q8_0 blocks.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/common.h"
+#include "kernels/kernels.h"
+
+// WType lives in krafla::kernels, so calls here that pass a WType are qualified (scalar::f):
+// argument-dependent lookup would otherwise also find the built ISA's table.
+namespace krafla::kernels::scalar {
+
+const char* isa_name() { return "scalar"; }
+const char* missing_cpu_feature() { return nullptr; }
+
+int row_tile() { return 1; }
+
+size_t packed_size(WType t, int64_t rows, int64_t cols) { return row_bytes(t, cols) * rows; }
+
+void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, void* dst) {
+  const size_t rb = row_bytes(t, cols);
+  std::memcpy(static_cast<char*>(dst) + r0 * rb, static_cast<const char*>(src) + r0 * rb,
+              (r1 - r0) * rb);
+}
+
+size_t act_row_size(WType t, int64_t cols) {
+  if (t == WType::F32 || t == WType::F16) return size_t(cols) * 4;
+  return row_bytes(WType::Q8_0, cols);
+}
+
+void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
+  if (t == WType::F32 || t == WType::F16) {
+    std::memcpy(dst, x, size_t(cols) * 4);
+  } else {
+    scalar::quantize_row_q8_0(x, static_cast<BlockQ8_0*>(dst), cols);
+  }
+}
+
+namespace {
+
+// One output element. Quantized types accumulate an exact int32 dot per block and fold it into
+// a float sum block by block, acc += (d_w * d_a) * isum, which every ISA mirrors.
+float dot_row(WType t, const void* w_row, const void* a_row, int64_t cols) {
+  float acc = 0.0f;
+  switch (t) {
+    case WType::F32: {
+      const float* w = static_cast<const float*>(w_row);
+      const float* a = static_cast<const float*>(a_row);
+      for (int64_t c = 0; c < cols; ++c) acc += w[c] * a[c];
+      break;
+    }
+    case WType::F16: {
+      const uint16_t* w = static_cast<const uint16_t*>(w_row);
+      const float* a = static_cast<const float*>(a_row);
+      for (int64_t c = 0; c < cols; ++c) acc += f16_bits_to_f32(w[c]) * a[c];
+      break;
+    }
+    case WType::Q8_0: {
+      const BlockQ8_0* w = static_cast<const BlockQ8_0*>(w_row);
+      const BlockQ8_0* a = static_cast<const BlockQ8_0*>(a_row);
+      for (int64_t b = 0; b < cols / kQBlock; ++b) {
+        int32_t isum = 0;
+        for (int i = 0; i < kQBlock; ++i) isum += int32_t(w[b].qs[i]) * a[b].qs[i];
+        acc += (f16_bits_to_f32(w[b].d) * f16_bits_to_f32(a[b].d)) * float(isum);
+      }
+      break;
+    }
+    case WType::Q4_0: {
+      const BlockQ4_0* w = static_cast<const BlockQ4_0*>(w_row);
+      const BlockQ8_0* a = static_cast<const BlockQ8_0*>(a_row);
+      for (int64_t b = 0; b < cols / kQBlock; ++b) {
+        int32_t isum = 0;
+        for (int j = 0; j < kQBlock / 2; ++j) {
+          isum += (int32_t(w[b].qs[j] & 0x0f) - 8) * a[b].qs[j];
+          isum += (int32_t(w[b].qs[j] >> 4) - 8) * a[b].qs[j + 16];
+        }
+        acc += (f16_bits_to_f32(w[b].d) * f16_bits_to_f32(a[b].d)) * float(isum);
+      }
+      break;
+    }
+  }
+  return acc;
+}
+
+}  // namespace
+
+void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+            const void* act, int64_t n_tok, float* out, int64_t ld_out) {
+  const size_t rb = row_bytes(t, cols);
+  const size_t ab = scalar::act_row_size(t, cols);
+  for (int64_t tok = 0; tok < n_tok; ++tok) {
+    const char* a_row = static_cast<const char*>(act) + tok * ab;
+    for (int64_t r = r0; r < r1; ++r) {
+      out[tok * ld_out + r] = dot_row(t, static_cast<const char*>(packed) + r * rb, a_row, cols);
+    }
+  }
+}
+
+void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
+  switch (t) {
+    case WType::F32:
+      std::memcpy(dst, src, size_t(cols) * 4);
+      break;
+    case WType::F16:
+      scalar::f16_to_f32(static_cast<const uint16_t*>(src), dst, cols);
+      break;
+    case WType::Q8_0: {
+      const BlockQ8_0* w = static_cast<const BlockQ8_0*>(src);
+      for (int64_t b = 0; b < cols / kQBlock; ++b) {
+        const float d = f16_bits_to_f32(w[b].d);
+        for (int i = 0; i < kQBlock; ++i) dst[b * kQBlock + i] = d * float(w[b].qs[i]);
+      }
+      break;
+    }
+    case WType::Q4_0: {
+      const BlockQ4_0* w = static_cast<const BlockQ4_0*>(src);
+      for (int64_t b = 0; b < cols / kQBlock; ++b) {
+        const float d = f16_bits_to_f32(w[b].d);
+        for (int j = 0; j < kQBlock / 2; ++j) {
+          dst[b * kQBlock + j] = d * float(int(w[b].qs[j] & 0x0f) - 8);
+          dst[b * kQBlock + j + 16] = d * float(int(w[b].qs[j] >> 4) - 8);
+        }
+      }
+      break;
+    }
+  }
+}
+
+// ggml's quantize_row_q8_0: d = max|x| / 127 per block, q = round(x / d). We round half to
+// even (nearbyint) because that is what the SIMD conversions do.
+void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQBlock; ++b) {
+    const float* xb = x + b * kQBlock;
+    float amax = 0.0f;
+    for (int i = 0; i < kQBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    dst[b].d = f32_to_f16_bits(d);
+    for (int i = 0; i < kQBlock; ++i) {
+      const float q = std::nearbyint(xb[i] * id);
+      dst[b].qs[i] = int8_t(std::clamp(q, -127.0f, 127.0f));
+    }
+  }
+}
+
+void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f16_bits_to_f32(x[i]);
+}
+
+void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16_bits(x[i]);
+}
+
+void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
+  float ss = 0.0f;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(ss / float(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * (w[i] + w_offset);
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void scale_f32(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void add_f32(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+float softmax(float* x, int64_t n) {
+  if (n <= 0) return 0.0f;
+  float mx = x[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  return sum;
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+// GELU, tanh approximation (what Gemma's gelu_pytorch_tanh uses).
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float y = kSqrt2OverPi * (g + 0.044715f * g * g * g);
+    out[i] = 0.5f * g * (1.0f + std::tanh(y)) * up[i];
+  }
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
+          const float* sin) {
+  const int64_t half = rot_dim / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* xh = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const float x0 = xh[i], x1 = xh[i + half];
+      xh[i] = x0 * cos[i] - x1 * sin[i];
+      xh[i + half] = x0 * sin[i] + x1 * cos[i];
+    }
+  }
+}
+
+}  // namespace krafla::kernels::scalar
+
+#if defined(KRAFLA_ISA_SCALAR)
+// The scalar build: the public table is the specification itself.
+namespace krafla::kernels {
+// clang-format off
+const char* isa_name() { return scalar::isa_name(); }
+const char* missing_cpu_feature() { return scalar::missing_cpu_feature(); }
+int row_tile() { return scalar::row_tile(); }
+size_t packed_size(WType t, int64_t rows, int64_t cols) { return scalar::packed_size(t, rows, cols); }
+void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, void* dst) { scalar::pack(t, src, rows, cols, r0, r1, dst); }
+size_t act_row_size(WType t, int64_t cols) { return scalar::act_row_size(t, cols); }
+void quantize_act(WType t, const float* x, int64_t cols, void* dst) { scalar::quantize_act(t, x, cols, dst); }
+void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1, const void* act, int64_t n_tok, float* out, int64_t ld_out) { scalar::matmul(t, packed, rows, cols, r0, r1, act, n_tok, out, ld_out); }
+void dequantize_row(WType t, const void* src, float* dst, int64_t cols) { scalar::dequantize_row(t, src, dst, cols); }
+void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) { scalar::quantize_row_q8_0(x, dst, cols); }
+void f16_to_f32(const uint16_t* x, float* y, int64_t n) { scalar::f16_to_f32(x, y, n); }
+void f32_to_f16(const float* x, uint16_t* y, int64_t n) { scalar::f32_to_f16(x, y, n); }
+void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) { scalar::rmsnorm(x, w, w_offset, eps, out, n); }
+float dot_f32(const float* a, const float* b, int64_t n) { return scalar::dot_f32(a, b, n); }
+void axpy_f32(float a, const float* x, float* y, int64_t n) { scalar::axpy_f32(a, x, y, n); }
+void scale_f32(float* x, float s, int64_t n) { scalar::scale_f32(x, s, n); }
+void add_f32(const float* a, const float* b, float* out, int64_t n) { scalar::add_f32(a, b, out, n); }
+float softmax(float* x, int64_t n) { return scalar::softmax(x, n); }
+void swiglu(const float* gate, const float* up, float* out, int64_t n) { scalar::swiglu(gate, up, out, n); }
+void geglu(const float* gate, const float* up, float* out, int64_t n) { scalar::geglu(gate, up, out, n); }
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos, const float* sin) { scalar::rope(x, n_heads, head_dim, rot_dim, cos, sin); }
+// clang-format on
+}  // namespace krafla::kernels
+#endif
