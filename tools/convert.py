@@ -1,0 +1,412 @@
+#!/usr/bin/env python3
+"""Convert a Hugging Face Llama/Mistral checkpoint (or a llama2.c one) to a Krafla .mlb file.
+
+Usage:
+  tools/convert.py HF_DIR -o OUT.mlb [--quant f32|f16|q8_0|q4_0] [--q8 CLASSES] [--q4-rule fit|round]
+  tools/convert.py llama2c CKPT.bin TOKDIR -o OUT.mlb [same options]
+
+The config is normalized into docs/format.md's keys (rope inverse frequencies computed with
+the checkpoint's rope scaling, following transformers' modeling_rope_utils). Tensors are
+streamed one at a time and a block of rows at a time, so memory stays near one tensor.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import convert_tokenizer as ctok  # noqa: E402
+import mlb  # noqa: E402
+import quant  # noqa: E402
+import safetensors_io as st  # noqa: E402
+
+PROG = "convert.py"
+ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
+MATRIX_CLASSES = ("q", "k", "v", "o", "gate", "up", "down", "embd", "output")
+ROW_BLOCK_ELEMS = 1 << 22
+IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+
+
+class ConvertError(Exception):
+    """A refusal: the message names the field or tensor."""
+
+
+# ---------------------------------------------------------------- rope (modeling_rope_utils)
+
+def rope_params(cfg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+    """(rope_theta, scaling dict) from either rope_scaling or the newer rope_parameters."""
+    rp = cfg.get("rope_parameters")
+    if isinstance(rp, dict):
+        return float(rp.get("rope_theta", cfg.get("rope_theta", 10000.0))), rp
+    return float(cfg.get("rope_theta", 10000.0)), cfg.get("rope_scaling") or {}
+
+
+def rope_type(scaling: dict[str, Any]) -> str:
+    return scaling.get("rope_type", scaling.get("type", "default")) if scaling else "default"
+
+
+def _yarn(inv: np.ndarray, base: float, dim: int, sc: dict[str, Any], max_pos: int) -> tuple[np.ndarray, float]:
+    factor = float(sc["factor"])
+    if "original_max_position_embeddings" in sc:
+        # transformers: when the original context is given, the factor is the ratio of contexts.
+        orig = int(sc["original_max_position_embeddings"])
+        factor = max_pos / orig
+    else:
+        orig = max_pos
+
+    def mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+    attn = sc.get("attention_factor")
+    if attn is None:
+        m, mad = sc.get("mscale"), sc.get("mscale_all_dim")
+        attn = mscale(factor, m) / mscale(factor, mad) if m and mad else mscale(factor)
+    beta_fast, beta_slow = sc.get("beta_fast") or 32.0, sc.get("beta_slow") or 1.0
+
+    def corr_dim(rot: float) -> float:
+        return dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+    low, high = corr_dim(beta_fast), corr_dim(beta_slow)
+    if sc.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    extra = 1.0 - ramp
+    return inv / factor * (1 - extra) + inv * extra, float(attn)
+
+
+def _llama3(inv: np.ndarray, sc: dict[str, Any]) -> np.ndarray:
+    factor, lo, hi = float(sc["factor"]), float(sc["low_freq_factor"]), float(sc["high_freq_factor"])
+    old = float(sc["original_max_position_embeddings"])
+    wavelen = 2 * math.pi / inv
+    out = np.where(wavelen > old / lo, inv / factor, inv)
+    smooth = (old / wavelen - lo) / (hi - lo)
+    smoothed = (1 - smooth) * out / factor + smooth * out
+    medium = (wavelen >= old / hi) & (wavelen <= old / lo)
+    return np.where(medium, smoothed, out)
+
+
+def compute_rope(cfg: dict[str, Any], head_dim: int) -> tuple[list[float], float]:
+    """Inverse frequencies [head_dim/2] with rope scaling applied, and the attention factor."""
+    base, sc = rope_params(cfg)
+    kind = rope_type(sc)
+    inv = 1.0 / base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    attn = 1.0
+    if kind == "linear":
+        inv = inv / float(sc["factor"])
+    elif kind == "llama3":
+        inv = _llama3(inv, sc)
+    elif kind == "yarn":
+        inv, attn = _yarn(inv, base, head_dim, sc, int(cfg["max_position_embeddings"]))
+    elif kind != "default":
+        raise ConvertError(f"rope_scaling.rope_type '{kind}' is not supported (default, linear, llama3, yarn)")
+    return [float(v) for v in inv], attn
+
+
+# ---------------------------------------------------------------- config
+
+def _req(cfg: dict[str, Any], key: str) -> Any:
+    if key not in cfg or cfg[key] is None:
+        raise ConvertError(f"config.json: missing '{key}'")
+    return cfg[key]
+
+
+def check_supported(cfg: dict[str, Any]) -> str:
+    """The arch name, or a refusal naming the offending field."""
+    mt = cfg.get("model_type")
+    if mt not in ARCHS:
+        raise ConvertError(f"config.json: model_type '{mt}' is not supported (llama, mistral)")
+    archs = cfg.get("architectures") or [ARCHS[mt]]
+    if archs != [ARCHS[mt]]:
+        raise ConvertError(f"config.json: architectures {archs} is not supported ({ARCHS[mt]})")
+    if cfg.get("hidden_act", "silu") != "silu":
+        raise ConvertError(f"config.json: hidden_act '{cfg['hidden_act']}' is not supported (silu)")
+    for key in ("attention_bias", "mlp_bias"):
+        if cfg.get(key):
+            raise ConvertError(f"config.json: {key} true is not supported")
+    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
+        raise ConvertError("config.json: partial_rotary_factor != 1 is not supported")
+    return mt
+
+
+def _ids(v: Any) -> list[int]:
+    if v is None:
+        return []
+    return [int(x) for x in v] if isinstance(v, list) else [int(v)]
+
+
+def normalize_config(cfg: dict[str, Any], gen_cfg: dict[str, Any], tok_json: dict[str, Any],
+                     tok_cfg: dict[str, Any]) -> dict[str, Any]:
+    """docs/format.md's config keys from a Hugging Face config.json."""
+    arch = check_supported(cfg)
+    dim, n_heads = int(_req(cfg, "hidden_size")), int(_req(cfg, "num_attention_heads"))
+    head_dim = int(cfg.get("head_dim") or dim // n_heads)
+    rope_freqs, attn = compute_rope(cfg, head_dim)
+    sw = cfg.get("sliding_window") if arch == "mistral" else None
+    bos = _ids(cfg.get("bos_token_id")) or _ids(gen_cfg.get("bos_token_id"))
+    bos_id = bos[0] if bos else ctok.special_id(tok_json, tok_cfg, "bos_token")
+    eos: list[int] = []
+    for e in _ids(cfg.get("eos_token_id")) + _ids(gen_cfg.get("eos_token_id")):
+        if e not in eos:
+            eos.append(e)
+    if not eos and ctok.special_id(tok_json, tok_cfg, "eos_token") >= 0:
+        eos = [ctok.special_id(tok_json, tok_cfg, "eos_token")]
+    return {
+        "arch": arch, "n_vocab": int(_req(cfg, "vocab_size")), "dim": dim,
+        "n_layers": int(_req(cfg, "num_hidden_layers")), "n_heads": n_heads,
+        "n_kv_heads": int(cfg.get("num_key_value_heads") or n_heads), "head_dim": head_dim,
+        "ffn_dim": int(_req(cfg, "intermediate_size")), "norm_eps": float(cfg.get("rms_norm_eps", 1e-6)),
+        "rope_freqs": rope_freqs, "rope_attn_factor": attn,
+        "max_ctx": int(cfg.get("max_position_embeddings", 2048)),
+        "sliding_window": int(sw or 0), "tie_embeddings": bool(cfg.get("tie_word_embeddings", False)),
+        "bos_id": bos_id, "eos_ids": eos, "chat_template": ctok.guess_chat_template(tok_json, tok_cfg),
+    }
+
+
+# ---------------------------------------------------------------- tensor plan
+
+def tensor_plan(c: dict[str, Any]) -> list[tuple[str, str, str, tuple[int, ...]]]:
+    """(mlb name, HF name, class, expected shape); class "norm" for norm weights."""
+    d, hd, f, v = c["dim"], c["head_dim"], c["ffn_dim"], c["n_vocab"]
+    qd, kvd = c["n_heads"] * hd, c["n_kv_heads"] * hd
+    plan = [("tok_embd", "model.embed_tokens.weight", "embd", (v, d))]
+    for i in range(c["n_layers"]):
+        p, h = f"blk.{i}.", f"model.layers.{i}."
+        plan += [(p + "attn_norm", h + "input_layernorm.weight", "norm", (d,)),
+                 (p + "attn_q", h + "self_attn.q_proj.weight", "q", (qd, d)),
+                 (p + "attn_k", h + "self_attn.k_proj.weight", "k", (kvd, d)),
+                 (p + "attn_v", h + "self_attn.v_proj.weight", "v", (kvd, d)),
+                 (p + "attn_output", h + "self_attn.o_proj.weight", "o", (d, qd)),
+                 (p + "ffn_norm", h + "post_attention_layernorm.weight", "norm", (d,)),
+                 (p + "ffn_gate", h + "mlp.gate_proj.weight", "gate", (f, d)),
+                 (p + "ffn_up", h + "mlp.up_proj.weight", "up", (f, d)),
+                 (p + "ffn_down", h + "mlp.down_proj.weight", "down", (d, f))]
+    plan.append(("output_norm", "model.norm.weight", "norm", (d,)))
+    if not c["tie_embeddings"]:
+        plan.append(("output", "lm_head.weight", "output", (v, d)))
+    return plan
+
+
+def parse_q8(text: str) -> set[str]:
+    classes = {x.strip() for x in text.split(",") if x.strip()}
+    bad = classes - set(MATRIX_CLASSES)
+    if bad:
+        raise ConvertError(f"--q8: unknown class(es) {sorted(bad)} (choose from {','.join(MATRIX_CLASSES)})")
+    return classes
+
+
+def dtype_for(cls: str, qtype: str, q8: set[str]) -> str:
+    if cls == "norm":
+        return "f32"
+    if qtype == "q4_0" and cls in q8:
+        return "q8_0"
+    return qtype
+
+
+def check_tensors(plan: list, shapes: dict[str, tuple[int, ...]], c: dict[str, Any]) -> None:
+    """Refuse missing, extra or mis-shaped tensors, naming them."""
+    want = {hf for _, hf, _, _ in plan}
+    have = {n for n in shapes if not n.endswith(IGNORED_SUFFIXES)}
+    if c["tie_embeddings"]:
+        have.discard("lm_head.weight")   # some tied checkpoints still store a copy
+    missing, extra = sorted(want - have), sorted(have - want)
+    if missing:
+        raise ConvertError(f"missing tensors: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}")
+    if extra:
+        raise ConvertError(f"unexpected tensors: {', '.join(extra[:8])}{' …' if len(extra) > 8 else ''}")
+    q0 = shapes["model.layers.0.self_attn.q_proj.weight"] if c["n_layers"] else None
+    if q0 is not None and tuple(q0) != (c["n_heads"] * c["head_dim"], c["dim"]):
+        raise ConvertError(f"head_dim*num_attention_heads = {c['head_dim']}*{c['n_heads']} does not "
+                           f"match q_proj shape {list(q0)} (hidden_size {c['dim']})")
+    for _, hf, _, shape in plan:
+        if tuple(shapes[hf]) != shape:
+            raise ConvertError(f"tensor '{hf}' has shape {list(shapes[hf])}, expected {list(shape)}")
+
+
+# ---------------------------------------------------------------- writing
+
+Getter = Callable[[str, slice], np.ndarray]
+
+
+def write_mlb(out: str, c: dict[str, Any], plan: list, get: Getter, tok_files: dict[str, bytes],
+              qtype: str, q8: set[str], q4_rule: str, source: dict[str, Any]) -> None:
+    specs = [mlb.TensorSpec(n, "bytes", (len(tok_files[n]),)) for n in ctok.TOKENIZER_FILES]
+    dtypes = {}
+    for name, hf, cls, shape in plan:
+        dt = dtype_for(cls, qtype, q8)
+        if dt in quant.BLOCK_BYTES and shape[-1] % quant.QK:
+            raise ConvertError(f"tensor '{hf}' has {shape[-1]} cols, not a multiple of 32 for {dt}")
+        dtypes[name] = dt
+        specs.append(mlb.TensorSpec(name, dt, shape))
+    w = mlb.MlbWriter(out, "model", specs, c, source)
+    for n in ctok.TOKENIZER_FILES:
+        w.add(n, tok_files[n])
+    t_all = time.time()
+    for i, (name, hf, _, shape) in enumerate(plan):
+        t0 = time.time()
+        w.begin(name)
+        if len(shape) == 1:
+            w.write(quant.quantize(get(hf, slice(None)), dtypes[name], q4_rule))
+        else:
+            step = max(1, ROW_BLOCK_ELEMS // shape[-1])
+            for r in range(0, shape[0], step):
+                x = get(hf, slice(r, min(shape[0], r + step)))
+                w.write(quant.quantize(x, dtypes[name], q4_rule))
+        mb = int(np.prod(shape)) * 4 / 1e6
+        print(f"convert: [{i + 1}/{len(plan)}] {name:22s} {dtypes[name]:5s} {str(list(shape)):14s} "
+              f"{mb / max(time.time() - t0, 1e-9):8.1f} MB/s", file=sys.stderr)
+    w.close()
+    print(f"convert: wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB) in {time.time() - t_all:.1f} s",
+          file=sys.stderr)
+
+
+def _load_json(path: str, required: bool) -> dict[str, Any]:
+    if not os.path.isfile(path):
+        if required:
+            raise ConvertError(f"missing {path}")
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str) -> None:
+    cfg = _load_json(os.path.join(d, "config.json"), True)
+    gen = _load_json(os.path.join(d, "generation_config.json"), False)
+    tok_files = ctok.read_tokenizer_files(d)
+    tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
+    c = normalize_config(cfg, gen, tj, tc)
+    ck = st.Checkpoint(d)
+    plan = tensor_plan(c)
+    check_tensors(plan, {n: ck.info(n).shape for n in ck.names()}, c)
+    source = {"tool": PROG, "input": os.path.abspath(d), "quant": qtype, "q4_rule": q4_rule,
+              "q8": sorted(q8), "model_type": cfg.get("model_type"),
+              "architectures": cfg.get("architectures"),
+              "dtypes": sorted({ck.info(n).dtype for n in ck.names()})}
+    try:
+        write_mlb(out, c, plan, ck.get, tok_files, qtype, q8, q4_rule, source)
+    finally:
+        ck.close()
+
+
+# ---------------------------------------------------------------- llama2.c
+
+def interleaved_to_hf(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """llama2.c/Meta q,k row order (pairs 2i,2i+1) -> HF rotate_half order, as HF's
+    convert_llama_weights_to_hf permute()."""
+    rows, cols = w.shape
+    hd = rows // n_heads
+    return w.reshape(n_heads, hd // 2, 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)
+
+
+def llama2c_source(path: str) -> tuple[dict[str, Any], Getter]:
+    """A HF-style config and a tensor getter (HF names) for a llama2.c version-0 checkpoint."""
+    with open(path, "rb") as f:
+        dim, hidden, L, nh, nkv, vocab, seq = struct.unpack("<7i", f.read(28))
+    shared, vocab = vocab > 0, abs(vocab)
+    hd = dim // nh
+    m = np.memmap(path, dtype="<f4", mode="r", offset=28)
+    layout: list[tuple[str, tuple[int, ...]]] = [("embd", (vocab, dim)), ("att_norm", (L, dim)),
+        ("wq", (L, nh * hd, dim)), ("wk", (L, nkv * hd, dim)), ("wv", (L, nkv * hd, dim)),
+        ("wo", (L, dim, nh * hd)), ("ffn_norm", (L, dim)), ("w1", (L, hidden, dim)),
+        ("w2", (L, dim, hidden)), ("w3", (L, hidden, dim)), ("norm", (dim,)),
+        ("cos", (seq, hd // 2)), ("sin", (seq, hd // 2))]
+    if not shared:
+        layout.append(("wcls", (vocab, dim)))
+    arrays, off = {}, 0
+    for name, shape in layout:
+        n = int(np.prod(shape))
+        if off + n > m.shape[0]:
+            raise ConvertError(f"{path}: truncated llama2.c checkpoint at '{name}'")
+        arrays[name] = m[off:off + n].reshape(shape)
+        off += n
+    names = {"input_layernorm": ("att_norm", 0), "self_attn.q_proj": ("wq", nh),
+             "self_attn.k_proj": ("wk", nkv), "self_attn.v_proj": ("wv", 0),
+             "self_attn.o_proj": ("wo", 0), "post_attention_layernorm": ("ffn_norm", 0),
+             "mlp.gate_proj": ("w1", 0), "mlp.down_proj": ("w2", 0), "mlp.up_proj": ("w3", 0)}
+
+    def get(hf: str, rows: slice) -> np.ndarray:
+        if hf == "model.embed_tokens.weight":
+            return np.array(arrays["embd"][rows])
+        if hf == "lm_head.weight":
+            return np.array(arrays["wcls"][rows])
+        if hf == "model.norm.weight":
+            return np.array(arrays["norm"])
+        parts = hf.split(".")
+        key, heads = names[".".join(parts[3:-1])]
+        a = np.array(arrays[key][int(parts[2])])
+        if heads:
+            a = interleaved_to_hf(a, heads)
+        return a if a.ndim == 1 else a[rows]
+
+    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": dim,
+           "intermediate_size": hidden, "num_hidden_layers": L, "num_attention_heads": nh,
+           "num_key_value_heads": nkv, "head_dim": hd, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+           "max_position_embeddings": seq, "tie_word_embeddings": shared, "vocab_size": vocab}
+    return cfg, get
+
+
+def convert_llama2c(ckpt: str, tok_dir: str, out: str, qtype: str, q8: set[str], q4_rule: str) -> None:
+    if not os.path.isfile(ckpt):
+        raise ConvertError(f"missing {ckpt}")
+    tok_files = ctok.read_tokenizer_files(tok_dir)
+    tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
+    cfg, get = llama2c_source(ckpt)
+    c = normalize_config(cfg, {}, tj, tc)
+    source = {"tool": PROG, "input": os.path.abspath(ckpt), "format": "llama2.c v0",
+              "quant": qtype, "q4_rule": q4_rule, "q8": sorted(q8)}
+    write_mlb(out, c, tensor_plan(c), get, tok_files, qtype, q8, q4_rule, source)
+
+
+# ---------------------------------------------------------------- CLI
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--out", required=True, help="output .mlb file")
+    p.add_argument("--quant", choices=["f32", "f16", "q8_0", "q4_0"], default="q8_0",
+                   help="type of the weight matrices (default q8_0)")
+    p.add_argument("--q8", default="embd,output",
+                   help="with --quant q4_0: matrix classes kept in q8_0 (comma list of "
+                        + ",".join(MATRIX_CLASSES) + "; default embd,output)")
+    p.add_argument("--q4-rule", choices=["fit", "round"], default="fit",
+                   help="Q4_0 scale rule: fit (search, default) or round (llama.cpp)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "llama2c":
+        p = argparse.ArgumentParser(prog=f"{PROG} llama2c", description="Convert a llama2.c checkpoint.")
+        p.add_argument("ckpt", help="llama2.c version-0 .bin checkpoint")
+        p.add_argument("tokdir", help="Hugging Face tokenizer directory (tokenizer.json)")
+        _add_common(p)
+        a = p.parse_args(argv[1:])
+    else:
+        p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
+                                    epilog="Also: convert.py llama2c CKPT.bin TOKDIR -o OUT.mlb …")
+        p.add_argument("hf_dir", help="Hugging Face model directory")
+        _add_common(p)
+        a = p.parse_args(argv)
+    try:
+        if os.path.exists(a.out):
+            os.remove(a.out)
+        q8 = parse_q8(a.q8)
+        if argv and argv[0] == "llama2c":
+            convert_llama2c(a.ckpt, a.tokdir, a.out, a.quant, q8, a.q4_rule)
+        else:
+            convert_hf(a.hf_dir, a.out, a.quant, q8, a.q4_rule)
+    except (ConvertError, ctok.TokenizerError, st.SafetensorsError, OSError, json.JSONDecodeError) as e:
+        mlb.die(PROG, str(e))
+    except BaseException:
+        if os.path.exists(a.out):
+            os.remove(a.out)   # never leave a half-written file behind
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Write a Hugging Face tokenizer (tokenizer.json + tokenizer_config.json) as a .mlt file.
+
+Usage: tools/convert_tokenizer.py TOKDIR -o OUT.mlt
+
+Also holds the small tokenizer helpers the other tools share (vocabulary size, special ids,
+chat-template guess); the C++ tokenizer parses the verbatim JSON itself.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mlb  # noqa: E402
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+class TokenizerError(Exception):
+    pass
+
+
+def read_tokenizer_files(tok_dir: str) -> dict[str, bytes]:
+    """The verbatim bytes of tokenizer.json and tokenizer_config.json ({} config if absent)."""
+    out: dict[str, bytes] = {}
+    path = os.path.join(tok_dir, "tokenizer.json")
+    if not os.path.isfile(path):
+        raise TokenizerError(f"missing {path} (only Hugging Face tokenizer.json is supported)")
+    with open(path, "rb") as f:
+        out["tokenizer.json"] = f.read()
+    cpath = os.path.join(tok_dir, "tokenizer_config.json")
+    if os.path.isfile(cpath):
+        with open(cpath, "rb") as f:
+            out["tokenizer_config.json"] = f.read()
+    else:
+        out["tokenizer_config.json"] = b"{}"
+    return out
+
+
+def token_ids(tok_json: dict[str, Any]) -> dict[str, int]:
+    """Every token string -> id: model vocabulary plus added tokens."""
+    vocab = tok_json.get("model", {}).get("vocab", {})
+    ids = dict(vocab) if isinstance(vocab, dict) else {v[0]: i for i, v in enumerate(vocab)}
+    for a in tok_json.get("added_tokens", []):
+        ids[a["content"]] = a["id"]
+    return ids
+
+
+def vocab_size(tok_json: dict[str, Any]) -> int:
+    """Full vocabulary size, added tokens included (max id + 1)."""
+    return max(token_ids(tok_json).values()) + 1
+
+
+def _token_str(v: Any) -> str | None:
+    if isinstance(v, dict):
+        return v.get("content")
+    return v if isinstance(v, str) else None
+
+
+def special_id(tok_json: dict[str, Any], tok_cfg: dict[str, Any], key: str) -> int:
+    """Id of tokenizer_config's bos_token / eos_token, or -1."""
+    s = _token_str(tok_cfg.get(key))
+    return token_ids(tok_json).get(s, -1) if s else -1
+
+
+def guess_chat_template(tok_json: dict[str, Any], tok_cfg: dict[str, Any]) -> str:
+    """Name of the chat template that suits this vocabulary ("" when unknown)."""
+    ids = token_ids(tok_json)
+    tmpl = tok_cfg.get("chat_template") or ""
+    if isinstance(tmpl, list):
+        tmpl = " ".join(t.get("template", "") for t in tmpl)
+    if "<|start_header_id|>" in ids or "<|start_header_id|>" in tmpl:
+        return "llama3"
+    if "<|user|>" in tmpl:
+        return "zephyr"
+    if "[INST]" in tmpl or ("<s>" in ids and "</s>" in ids and "▁" in ids):
+        return "llama2"
+    return ""
+
+
+def write_mlt(tok_dir: str, out: str) -> None:
+    files = read_tokenizer_files(tok_dir)
+    specs = [mlb.TensorSpec(n, "bytes", (len(files[n]),)) for n in TOKENIZER_FILES]
+    w = mlb.MlbWriter(out, "tokenizer", specs, None,
+                      {"tool": "convert_tokenizer.py", "tokenizer_dir": os.path.abspath(tok_dir)})
+    for n in TOKENIZER_FILES:
+        w.add(n, files[n])
+    w.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="convert_tokenizer.py", description=__doc__.split("\n")[0])
+    p.add_argument("tokdir", help="directory with tokenizer.json (and tokenizer_config.json)")
+    p.add_argument("-o", "--out", required=True, help="output .mlt file")
+    a = p.parse_args(argv)
+    try:
+        json.loads(read_tokenizer_files(a.tokdir)["tokenizer.json"])
+        write_mlt(a.tokdir, a.out)
+    except (TokenizerError, OSError, ValueError) as e:
+        mlb.die("convert_tokenizer.py", str(e))
+    print(f"wrote {a.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

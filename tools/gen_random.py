@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Generate a random-weight Hugging Face Llama/Mistral checkpoint for tests and benchmarks.
+
+Usage: tools/gen_random.py --arch llama|mistral --shape tiny|tinyllama|llama3-1b|mistral-tiny
+       [--seed N] [--dtype f32|bf16|f16] [--tokenizer NAME_OR_DIR] [--llama2c-out FILE] -o DIR
+
+Writes config.json, generation_config.json, model.safetensors (HF tensor names), and copies
+tokenizer.json / tokenizer_config.json from a real tokenizer (REPO/.models/tokenizers/NAME,
+filled by scripts/fetch_tokenizers.sh). Every tensor has its own RNG stream (seed, name), so
+tensors are generated one at a time, block of rows by block of rows, in any order; the
+optional llama2.c checkpoint therefore holds exactly the same weights.
+
+Scales: projections N(0, 0.8/sqrt(in)), norm weights 1 + N(0, 0.1), embedding and lm_head
+N(0, 3/sqrt(dim)) so that logits have a std of about 3 (random weights would otherwise give
+near-uniform distributions and meaningless KL tests).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import struct
+import sys
+import time
+import zlib
+from typing import Iterator
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import convert_tokenizer as ctok  # noqa: E402
+import mlb  # noqa: E402
+import safetensors_io as st  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROW_BLOCK_ELEMS = 1 << 22
+
+SHAPES: dict[str, dict] = {
+    "tiny": dict(dim=256, n_layers=2, n_heads=8, n_kv_heads=2, head_dim=32, ffn=352,
+                 theta=10000.0, eps=1e-5, max_pos=2048, tied=False, tok="llama2"),
+    "tinyllama": dict(dim=2048, n_layers=22, n_heads=32, n_kv_heads=4, head_dim=64, ffn=5632,
+                      theta=10000.0, eps=1e-5, max_pos=2048, tied=False, tok="llama2"),
+    "llama3-1b": dict(dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, head_dim=64, ffn=8192,
+                      theta=500000.0, eps=1e-5, max_pos=131072, tied=True, tok="llama3",
+                      rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0,
+                                    "original_max_position_embeddings": 8192}),
+    "mistral-tiny": dict(dim=128, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, ffn=256,
+                         theta=10000.0, eps=1e-5, max_pos=4096, tied=False, tok="llama2",
+                         sliding_window=16),
+}
+ST_DTYPE = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
+
+
+def resolve_tokenizer(name: str) -> str:
+    """A directory with tokenizer.json: NAME_OR_DIR as a path, else REPO/.models/tokenizers/NAME."""
+    if os.path.isfile(os.path.join(name, "tokenizer.json")):
+        return name
+    d = os.path.join(REPO, ".models", "tokenizers", name)
+    if not os.path.isfile(os.path.join(d, "tokenizer.json")):
+        raise FileNotFoundError(f"tokenizer '{name}' not found at {d}; run scripts/fetch_tokenizers.sh {name}")
+    return d
+
+
+def make_config(arch: str, s: dict, n_vocab: int, bos: int, eos: int, dtype: str) -> dict:
+    cfg = {
+        "architectures": ["MistralForCausalLM" if arch == "mistral" else "LlamaForCausalLM"],
+        "model_type": arch, "hidden_size": s["dim"], "intermediate_size": s["ffn"],
+        "num_hidden_layers": s["n_layers"], "num_attention_heads": s["n_heads"],
+        "num_key_value_heads": s["n_kv_heads"], "head_dim": s["head_dim"],
+        "hidden_act": "silu", "rms_norm_eps": s["eps"], "rope_theta": s["theta"],
+        "rope_scaling": s.get("rope_scaling"), "max_position_embeddings": s["max_pos"],
+        "tie_word_embeddings": s["tied"], "bos_token_id": bos, "eos_token_id": eos,
+        "vocab_size": n_vocab, "attention_bias": False, "mlp_bias": False,
+        "attention_dropout": 0.0, "initializer_range": 0.02, "pretraining_tp": 1,
+        "torch_dtype": {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}[dtype],
+        "use_cache": True,
+    }
+    if arch == "mistral":
+        cfg["sliding_window"] = s.get("sliding_window", 4096)
+    return cfg
+
+
+def tensor_specs(s: dict, n_vocab: int) -> dict[str, tuple[tuple[int, ...], float]]:
+    """HF name -> (shape, std); std < 0 marks a norm weight (1 + N(0, 0.1))."""
+    d, hd, f = s["dim"], s["head_dim"], s["ffn"]
+    out_scale = 3.0 / np.sqrt(d)
+    specs: dict[str, tuple[tuple[int, ...], float]] = {"model.embed_tokens.weight": ((n_vocab, d), out_scale)}
+    for i in range(s["n_layers"]):
+        p = f"model.layers.{i}."
+        specs[p + "input_layernorm.weight"] = ((d,), -1.0)
+        specs[p + "self_attn.q_proj.weight"] = ((s["n_heads"] * hd, d), 0.8 / np.sqrt(d))
+        specs[p + "self_attn.k_proj.weight"] = ((s["n_kv_heads"] * hd, d), 0.8 / np.sqrt(d))
+        specs[p + "self_attn.v_proj.weight"] = ((s["n_kv_heads"] * hd, d), 0.8 / np.sqrt(d))
+        specs[p + "self_attn.o_proj.weight"] = ((d, s["n_heads"] * hd), 0.8 / np.sqrt(s["n_heads"] * hd))
+        specs[p + "post_attention_layernorm.weight"] = ((d,), -1.0)
+        specs[p + "mlp.gate_proj.weight"] = ((f, d), 0.8 / np.sqrt(d))
+        specs[p + "mlp.up_proj.weight"] = ((f, d), 0.8 / np.sqrt(d))
+        specs[p + "mlp.down_proj.weight"] = ((d, f), 0.8 / np.sqrt(f))
+    specs["model.norm.weight"] = ((d,), -1.0)
+    if not s["tied"]:
+        specs["lm_head.weight"] = ((n_vocab, d), out_scale)
+    return specs
+
+
+def _round_to(x: np.ndarray, dtype: str) -> np.ndarray:
+    """The values as stored in dtype (so the llama2.c copy equals the safetensors one)."""
+    if dtype == "bf16":
+        return st.bf16_to_f32(st.f32_to_bf16(x))
+    if dtype == "f16":
+        return x.astype(np.float16).astype(np.float32)
+    return x
+
+
+def gen_tensor(seed: int, name: str, shape: tuple[int, ...], std: float,
+               dtype: str) -> Iterator[np.ndarray]:
+    """The tensor's values, in blocks of rows, from its own RNG stream."""
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    cols = shape[-1]
+    rows = shape[0] if len(shape) == 2 else 1
+    step = max(1, ROW_BLOCK_ELEMS // cols)
+    for r in range(0, rows, step):
+        n = min(step, rows - r)
+        x = rng.standard_normal((n, cols), dtype=np.float32)
+        if std < 0:
+            x = np.float32(1.0) + np.float32(0.1) * x
+        else:
+            x *= np.float32(std)
+        yield _round_to(x.reshape(-1) if len(shape) == 1 else x, dtype)
+
+
+def write_safetensors(path: str, specs: dict, seed: int, dtype: str) -> None:
+    t0 = time.time()
+    header = {n: (sh, ST_DTYPE[dtype]) for n, (sh, _) in specs.items()}
+
+    def chunks() -> Iterator[tuple[str, np.ndarray]]:
+        for i, (n, (sh, std)) in enumerate(specs.items()):
+            print(f"\rgen_random: tensor {i + 1}/{len(specs)} {n:48s}", end="", file=sys.stderr)
+            for piece in gen_tensor(seed, n, sh, std, dtype):
+                yield n, piece
+    st.save_file(path, header, chunks(), {"format": "pt"})
+    print(f"\ngen_random: wrote {path} in {time.time() - t0:.1f} s", file=sys.stderr)
+
+
+def hf_to_interleaved(w: np.ndarray, n_heads: int) -> np.ndarray:
+    """Undo the q/k row permutation of HF's convert_llama_weights_to_hf (rotate_half order
+    -> Meta/llama2.c order that rotates adjacent pairs (2i, 2i+1))."""
+    rows, cols = w.shape
+    hd = rows // n_heads
+    return w.reshape(n_heads, 2, hd // 2, cols).transpose(0, 2, 1, 3).reshape(rows, cols)
+
+
+def write_llama2c(path: str, s: dict, specs: dict, seed: int, dtype: str, n_vocab: int) -> None:
+    """llama2.c version-0 checkpoint (run.c): 7 int32 header, then float32 arrays;
+    a negative vocab_size means an unshared classifier follows the RoPE tables."""
+    if s["dim"] != s["n_heads"] * s["head_dim"] or s.get("rope_scaling") or s["theta"] != 10000.0:
+        raise ValueError("llama2.c needs head_dim = dim/n_heads, rope_theta 10000 and no rope scaling")
+    seq_len = min(s["max_pos"], 2048)
+    L = s["n_layers"]
+
+    def full(name: str) -> np.ndarray:
+        sh, std = specs[name]
+        return np.concatenate(list(gen_tensor(seed, name, sh, std, dtype))).reshape(sh)
+
+    def per_layer(suffix: str, heads: int = 0) -> Iterator[np.ndarray]:
+        for i in range(L):
+            w = full(f"model.layers.{i}.{suffix}")
+            yield hf_to_interleaved(w, heads) if heads else w
+
+    with open(path, "wb") as f:
+        vocab_field = n_vocab if s["tied"] else -n_vocab
+        f.write(struct.pack("<7i", s["dim"], s["ffn"], L, s["n_heads"], s["n_kv_heads"],
+                            vocab_field, seq_len))
+        groups = [[full("model.embed_tokens.weight")], per_layer("input_layernorm.weight"),
+                  per_layer("self_attn.q_proj.weight", s["n_heads"]),
+                  per_layer("self_attn.k_proj.weight", s["n_kv_heads"]),
+                  per_layer("self_attn.v_proj.weight"), per_layer("self_attn.o_proj.weight"),
+                  per_layer("post_attention_layernorm.weight"), per_layer("mlp.gate_proj.weight"),
+                  per_layer("mlp.down_proj.weight"), per_layer("mlp.up_proj.weight"),
+                  [full("model.norm.weight")]]
+        for g in groups:
+            for a in g:
+                f.write(np.ascontiguousarray(a, dtype="<f4").tobytes())
+        hd = s["head_dim"]
+        freqs = 1.0 / (10000.0 ** (np.arange(0, hd, 2, dtype=np.float64) / hd))
+        ang = np.outer(np.arange(seq_len), freqs)
+        f.write(np.cos(ang).astype("<f4").tobytes())
+        f.write(np.sin(ang).astype("<f4").tobytes())
+        if not s["tied"]:
+            f.write(full("lm_head.weight").astype("<f4").tobytes())
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="gen_random.py", description=__doc__.split("\n")[0])
+    p.add_argument("--arch", choices=["llama", "mistral"], required=True)
+    p.add_argument("--shape", choices=list(SHAPES), required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=list(ST_DTYPE), default="f32")
+    p.add_argument("--tokenizer", help="tokenizer name under .models/tokenizers or a directory")
+    p.add_argument("--llama2c-out", help="also write the weights as a llama2.c checkpoint")
+    p.add_argument("-o", "--out", required=True, help="output directory")
+    a = p.parse_args(argv)
+    s = SHAPES[a.shape]
+    try:
+        tok_dir = resolve_tokenizer(a.tokenizer or s["tok"])
+        files = ctok.read_tokenizer_files(tok_dir)
+        tj, tc = json.loads(files["tokenizer.json"]), json.loads(files["tokenizer_config.json"])
+    except (FileNotFoundError, ctok.TokenizerError, ValueError) as e:
+        mlb.die("gen_random.py", str(e))
+    n_vocab = ctok.vocab_size(tj)
+    bos, eos = ctok.special_id(tj, tc, "bos_token"), ctok.special_id(tj, tc, "eos_token")
+    os.makedirs(a.out, exist_ok=True)
+    cfg = make_config(a.arch, s, n_vocab, bos, eos, a.dtype)
+    with open(os.path.join(a.out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    eos_list = [eos] + [i for t, i in ctok.token_ids(tj).items() if t == "<|eot_id|>"]
+    with open(os.path.join(a.out, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": bos, "eos_token_id": eos_list if len(eos_list) > 1 else eos,
+                   "do_sample": False}, f, indent=2)
+    for n in ctok.TOKENIZER_FILES:
+        shutil.copyfile(os.path.join(tok_dir, n), os.path.join(a.out, n))
+    specs = tensor_specs(s, n_vocab)
+    write_safetensors(os.path.join(a.out, "model.safetensors"), specs, a.seed, a.dtype)
+    if a.llama2c_out:
+        try:
+            write_llama2c(a.llama2c_out, s, specs, a.seed, a.dtype, n_vocab)
+        except ValueError as e:
+            mlb.die("gen_random.py", str(e))
+        print(f"gen_random: wrote {a.llama2c_out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Q8_0 and Q4_0 block quantization in the ggml layouts (docs/format.md), vectorized numpy.
+
+Q8_0 block (34 bytes): f16 scale d, 32 x int8 q; value = d*q.
+Q4_0 block (18 bytes): f16 scale d, 16 bytes; byte j = element j (low nibble) | element j+16
+(high nibble); value = d*(nibble-8).
+
+The 'round' Q4_0 rule reproduces llama.cpp's quantize_row_q4_0_ref bit for bit; the 'fit'
+rule searches a few candidate scales per block (plus a least-squares refit of each) and keeps
+the one with the smallest squared error (see docs/convert.md).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+QK = 32
+BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
+Q8_DTYPE = np.dtype([("d", "<f2"), ("q", "i1", (QK,))])
+Q4_DTYPE = np.dtype([("d", "<f2"), ("q", "u1", (QK // 2,))])
+
+# Candidate divisors c for the Q4_0 'fit' rule: d = signed_max / c. c = -8 is llama.cpp's
+# rule (the extreme value lands on nibble 0); positive c put it on the +7 side instead.
+FIT_DIVISORS = (-8.0, -7.5, -7.0, -6.5, 7.0, 6.5)
+
+
+def _blocks(x: np.ndarray) -> np.ndarray:
+    """View a [rows, cols] (or 1-D) float array as [n_blocks, 32] float32."""
+    x = np.asarray(x, dtype=np.float32)
+    if x.shape[-1] % QK:
+        raise ValueError(f"cols {x.shape[-1]} is not a multiple of {QK}")
+    return x.reshape(-1, QK)
+
+
+def _round_away(x: np.ndarray) -> np.ndarray:
+    """C roundf: halves away from zero (np.round rounds halves to even)."""
+    return np.trunc(x + np.copysign(np.float32(0.5), x))
+
+
+def quantize_q8_0(x: np.ndarray) -> bytes:
+    """Quantize rows of x (cols % 32 == 0) to Q8_0 bytes, as ggml's quantize_row_q8_0_ref."""
+    b = _blocks(x)
+    amax = np.abs(b).max(axis=1)
+    d = amax / np.float32(127)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    out = np.empty(b.shape[0], dtype=Q8_DTYPE)
+    out["d"] = d.astype(np.float16)
+    out["q"] = _round_away(b * inv[:, None]).astype(np.int8)
+    return out.tobytes()
+
+
+def dequantize_q8_0(data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    blk = np.frombuffer(data, dtype=Q8_DTYPE)
+    vals = blk["d"].astype(np.float32)[:, None] * blk["q"].astype(np.float32)
+    return vals.reshape(shape)
+
+
+def _pack_q4(d: np.ndarray, nib: np.ndarray) -> bytes:
+    out = np.empty(nib.shape[0], dtype=Q4_DTYPE)
+    out["d"] = d.astype(np.float16)
+    nib = nib.astype(np.uint8)
+    out["q"] = nib[:, : QK // 2] | (nib[:, QK // 2 :] << 4)
+    return out.tobytes()
+
+
+def _signed_max(b: np.ndarray) -> np.ndarray:
+    """Per block, the value of largest magnitude (first one on ties, as ggml)."""
+    idx = np.abs(b).argmax(axis=1)
+    return b[np.arange(b.shape[0]), idx]
+
+
+def _nibbles(b: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """ggml's nibble rule: min(15, (int)(x/d + 8.5)) with id = 1/d (0 when d == 0)."""
+    with np.errstate(divide="ignore"):
+        inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    v = b * inv[:, None] + np.float32(8.5)
+    return np.clip(np.trunc(v), 0, 15)
+
+
+def quantize_q4_0(x: np.ndarray, rule: str = "fit") -> bytes:
+    """Quantize rows of x to Q4_0 bytes with the 'round' (llama.cpp) or 'fit' rule."""
+    b = _blocks(x)
+    if rule == "round":
+        d = (_signed_max(b) / np.float32(-8)).astype(np.float32)
+        return _pack_q4(d, _nibbles(b, d))
+    if rule != "fit":
+        raise ValueError(f"unknown q4 rule '{rule}'")
+    return _quantize_q4_0_fit(b)
+
+
+def _q4_error(b: np.ndarray, d16: np.ndarray, nib: np.ndarray) -> np.ndarray:
+    r = b - d16[:, None] * (nib - np.float32(8))
+    return np.einsum("ij,ij->i", r, r)
+
+
+def _quantize_q4_0_fit(b: np.ndarray) -> bytes:
+    m = _signed_max(b)
+    best_d = np.zeros(b.shape[0], dtype=np.float32)
+    best_nib = np.full(b.shape, 8, dtype=np.float32)
+    best_err = np.einsum("ij,ij->i", b, b)
+    for c in FIT_DIVISORS:
+        d = (m / np.float32(c)).astype(np.float32)
+        nib = _nibbles(b, d)
+        # Least-squares refit of the scale for these nibbles, then requantize once.
+        qv = nib - np.float32(8)
+        den = np.einsum("ij,ij->i", qv, qv)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            d_ls = np.where(den > 0, np.einsum("ij,ij->i", b, qv) / den, d).astype(np.float32)
+        for cand in (d, d_ls):
+            cand16 = cand.astype(np.float16).astype(np.float32)
+            n = _nibbles(b, cand16)
+            err = _q4_error(b, cand16, n)
+            better = err < best_err
+            best_err = np.where(better, err, best_err)
+            best_d = np.where(better, cand16, best_d)
+            best_nib[better] = n[better]
+    return _pack_q4(best_d, best_nib)
+
+
+def dequantize_q4_0(data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    blk = np.frombuffer(data, dtype=Q4_DTYPE)
+    q = blk["q"]
+    nib = np.concatenate([q & 0x0F, q >> 4], axis=1).astype(np.float32)
+    vals = blk["d"].astype(np.float32)[:, None] * (nib - np.float32(8))
+    return vals.reshape(shape)
+
+
+def quantize(x: np.ndarray, dtype: str, q4_rule: str = "fit") -> bytes:
+    """Encode a float array as dtype's bytes (f32, f16, q8_0, q4_0)."""
+    if dtype == "f32":
+        return np.ascontiguousarray(x, dtype="<f4").tobytes()
+    if dtype == "f16":
+        return np.ascontiguousarray(x, dtype="<f2").tobytes()
+    if dtype == "q8_0":
+        return quantize_q8_0(x)
+    if dtype == "q4_0":
+        return quantize_q4_0(x, q4_rule)
+    raise ValueError(f"unknown dtype '{dtype}'")
+
+
+def dequantize(data: bytes | np.ndarray, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    if dtype == "f32":
+        return np.frombuffer(data, dtype="<f4").reshape(shape).astype(np.float32)
+    if dtype == "f16":
+        return np.frombuffer(data, dtype="<f2").reshape(shape).astype(np.float32)
+    if dtype == "q8_0":
+        return dequantize_q8_0(data, shape)
+    if dtype == "q4_0":
+        return dequantize_q4_0(data, shape)
+    raise ValueError(f"unknown dtype '{dtype}'")
+
+
+def round_trip(x: np.ndarray, dtype: str, q4_rule: str = "fit") -> np.ndarray:
+    """x after quantization to dtype and back (float32)."""
+    return dequantize(quantize(x, dtype, q4_rule), dtype, x.shape)
+
+
+def nbytes(dtype: str, shape: tuple[int, ...]) -> int:
+    """Bytes that a tensor of dtype and shape occupies (docs/format.md dtype table)."""
+    n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if dtype in BLOCK_BYTES:
+        if not shape or shape[-1] % QK:
+            raise ValueError(f"{dtype} needs cols % {QK} == 0, got shape {list(shape)}")
+        return n // QK * BLOCK_BYTES[dtype]
+    per = {"f32": 4, "f16": 2, "bf16": 2, "bytes": 1}
+    if dtype not in per:
+        raise ValueError(f"unknown dtype '{dtype}'")
+    return n * per[dtype]
