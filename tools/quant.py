@@ -94,9 +94,11 @@ def _q4_error(b: np.ndarray, d16: np.ndarray, nib: np.ndarray) -> np.ndarray:
 
 def _quantize_q4_0_fit(b: np.ndarray) -> bytes:
     m = _signed_max(b)
-    best_d = np.zeros(b.shape[0], dtype=np.float32)
-    best_nib = np.full(b.shape, 8, dtype=np.float32)
-    best_err = np.einsum("ij,ij->i", b, b)
+    # Start from llama.cpp's exact result, so 'fit' is never worse than 'round' on a block.
+    d0 = (m / np.float32(-8)).astype(np.float32)
+    best_nib = _nibbles(b, d0)
+    best_d = d0.astype(np.float16).astype(np.float32)
+    best_err = _q4_error(b, best_d, best_nib)
     for c in FIT_DIVISORS:
         d = (m / np.float32(c)).astype(np.float32)
         nib = _nibbles(b, d)

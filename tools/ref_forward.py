@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""Reference (oracle) forward pass of LlamaForCausalLM / MistralForCausalLM in numpy.
+
+Usage: tools/ref_forward.py HF_DIR --tokens 1,2,3 [--out logits.npy] [--f64]
+       [--quantized-weights f16|q8_0|q4_0 [--q8 CLASSES] [--q4-rule fit|round]]
+
+Written from the transformers modeling equations (modeling_llama.py, modeling_mistral.py,
+modeling_rope_utils.py), reading the HF directory directly (config.json + safetensors), never
+the .mlb and never convert.py's code: it is what the C++ runtime is compared against.
+
+  h = embed[tokens]
+  per layer:  x = rmsnorm(h) * w_attn;  q,k,v = x Wq^T, x Wk^T, x Wv^T (per head)
+              q,k = q*cos + rotate_half(q)*sin  (cos/sin of pos*inv_freq, times attention factor)
+              a = softmax(q k^T / sqrt(head_dim) + causal/sliding mask) v  (GQA: kv head = h // group)
+              h += a Wo^T;  x = rmsnorm(h) * w_ffn;  h += (silu(x Wg^T) * (x Wu^T)) Wd^T
+  logits = (rmsnorm(h) * w_norm) W_out^T  (W_out = embed when tied)
+rmsnorm(x) = x / sqrt(mean(x^2) + eps). Mistral's sliding window masks key j for query i when
+i - j >= sliding_window (transformers' sliding_window_overlay keeps kv_idx > q_idx - window).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import quant  # noqa: E402
+import safetensors_io as st  # noqa: E402
+
+PROG = "ref_forward.py"
+CLASS_OF = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate",
+            "up_proj": "up", "down_proj": "down", "embed_tokens": "embd", "lm_head": "output"}
+
+
+def inv_frequencies(cfg: dict[str, Any], head_dim: int) -> tuple[np.ndarray, float]:
+    """RoPE inverse frequencies and attention factor, computed from config.json (oracle copy,
+    one frequency at a time, from the modeling_rope_utils formulas)."""
+    sc = cfg.get("rope_scaling") or {}
+    base = cfg.get("rope_theta", 10000.0)
+    if isinstance(cfg.get("rope_parameters"), dict):
+        sc = cfg["rope_parameters"]
+        base = sc.get("rope_theta", base)
+    kind = sc.get("rope_type", sc.get("type", "default")) if sc else "default"
+    half = head_dim // 2
+    plain = [1.0 / (base ** (2 * i / head_dim)) for i in range(half)]
+    if kind == "default":
+        return np.array(plain), 1.0
+    if kind == "linear":
+        return np.array([f / sc["factor"] for f in plain]), 1.0
+    if kind == "llama3":
+        return np.array([_llama3_one(f, sc) for f in plain]), 1.0
+    if kind == "yarn":
+        return _yarn(plain, base, head_dim, sc, cfg["max_position_embeddings"])
+    raise ValueError(f"rope type '{kind}' is not supported")
+
+
+def _llama3_one(f: float, sc: dict[str, Any]) -> float:
+    old = sc["original_max_position_embeddings"]
+    low_wl, high_wl = old / sc["low_freq_factor"], old / sc["high_freq_factor"]
+    wl = 2 * math.pi / f
+    if wl < high_wl:
+        return f                     # high frequency: untouched
+    if wl > low_wl:
+        return f / sc["factor"]      # low frequency: fully interpolated
+    t = (old / wl - sc["low_freq_factor"]) / (sc["high_freq_factor"] - sc["low_freq_factor"])
+    return (1 - t) * f / sc["factor"] + t * f
+
+
+def _yarn(plain: list[float], base: float, head_dim: int, sc: dict[str, Any],
+          max_pos: int) -> tuple[np.ndarray, float]:
+    orig = sc.get("original_max_position_embeddings")
+    factor = max_pos / orig if orig else sc["factor"]
+    orig = orig or max_pos
+
+    def get_mscale(s: float, m: float = 1.0) -> float:
+        return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
+    attn = sc.get("attention_factor")
+    if attn is None:
+        if sc.get("mscale") and sc.get("mscale_all_dim"):
+            attn = get_mscale(factor, sc["mscale"]) / get_mscale(factor, sc["mscale_all_dim"])
+        else:
+            attn = get_mscale(factor)
+
+    def dim_for(rotations: float) -> float:
+        return head_dim * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(base))
+    lo, hi = dim_for(sc.get("beta_fast") or 32), dim_for(sc.get("beta_slow") or 1)
+    if sc.get("truncate", True):
+        lo, hi = math.floor(lo), math.ceil(hi)
+    lo, hi = max(lo, 0), min(hi, head_dim - 1)
+    if lo == hi:
+        hi += 0.001
+    out = []
+    for i, f in enumerate(plain):
+        ramp = min(max((i - lo) / (hi - lo), 0.0), 1.0)
+        out.append(f / factor * ramp + f * (1 - ramp))
+    return np.array(out), float(attn)
+
+
+class Weights:
+    """Lazy float weights by HF name, optionally round-tripped through a quantized type."""
+
+    def __init__(self, d: str, dt: type, qtype: str | None, q8: set[str], q4_rule: str) -> None:
+        self.ck, self.dt, self.qtype, self.q8, self.q4_rule = st.Checkpoint(d), dt, qtype, q8, q4_rule
+
+    def __call__(self, name: str) -> np.ndarray:
+        w = self.ck.get(name)
+        cls = CLASS_OF.get(name.split(".")[-2])
+        if self.qtype and cls and w.ndim == 2:
+            t = "q8_0" if self.qtype == "q4_0" and cls in self.q8 else self.qtype
+            w = quant.round_trip(w, t, self.q4_rule)
+        return w.astype(self.dt)
+
+
+def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """x: [heads, T, head_dim]; rotate_half pairs element i with i + head_dim/2."""
+    half = x.shape[-1] // 2
+    rot = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos + rot * sin
+
+
+def attention_mask(T: int, window: int) -> np.ndarray:
+    """True where query i may attend to key j."""
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    ok = j <= i
+    if window:
+        ok &= (i - j) < window
+    return ok
+
+
+def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None = None,
+            q8: set[str] | None = None, q4_rule: str = "fit") -> np.ndarray:
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    W = Weights(d, dt, qtype, q8 if q8 is not None else {"embd", "output"}, q4_rule)
+    dim, nh = cfg["hidden_size"], cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    hd = cfg.get("head_dim") or dim // nh
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    window = (cfg.get("sliding_window") or 0) if cfg["model_type"] == "mistral" else 0
+    T = len(tokens)
+    inv, attn_factor = inv_frequencies(cfg, hd)
+    ang = np.outer(np.arange(T, dtype=np.float64), inv)
+    cos = (np.cos(np.concatenate([ang, ang], -1)) * attn_factor).astype(dt)
+    sin = (np.sin(np.concatenate([ang, ang], -1)) * attn_factor).astype(dt)
+    mask = attention_mask(T, window)
+    emb = W("model.embed_tokens.weight")
+    h = emb[np.asarray(tokens)].astype(dt)
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        x = rms_norm(h, W(p + "input_layernorm.weight"), eps)
+        q = (x @ W(p + "self_attn.q_proj.weight").T).reshape(T, nh, hd).transpose(1, 0, 2)
+        k = (x @ W(p + "self_attn.k_proj.weight").T).reshape(T, nkv, hd).transpose(1, 0, 2)
+        v = (x @ W(p + "self_attn.v_proj.weight").T).reshape(T, nkv, hd).transpose(1, 0, 2)
+        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        group = nh // nkv
+        k, v = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)
+        s = q @ k.transpose(0, 2, 1) / np.sqrt(dt(hd))
+        s = np.where(mask, s, -np.inf)
+        s = np.exp(s - s.max(-1, keepdims=True))
+        a = (s / s.sum(-1, keepdims=True)) @ v
+        h = h + a.transpose(1, 0, 2).reshape(T, nh * hd) @ W(p + "self_attn.o_proj.weight").T
+        x = rms_norm(h, W(p + "post_attention_layernorm.weight"), eps)
+        g = x @ W(p + "mlp.gate_proj.weight").T
+        u = x @ W(p + "mlp.up_proj.weight").T
+        h = h + (g / (1 + np.exp(-g)) * u) @ W(p + "mlp.down_proj.weight").T
+    x = rms_norm(h, W("model.norm.weight"), eps)
+    tied = cfg.get("tie_word_embeddings", False) or "lm_head.weight" not in W.ck.where
+    out = emb if tied else W("lm_head.weight")
+    return (x @ out.T).astype(np.float32)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
+    p.add_argument("hf_dir")
+    p.add_argument("--tokens", required=True, help="comma-separated token ids")
+    p.add_argument("--out", help="write logits [n_tokens, vocab] float32 .npy")
+    p.add_argument("--f64", action="store_true", help="compute in float64")
+    p.add_argument("--quantized-weights", choices=["f16", "q8_0", "q4_0"],
+                   help="round-trip the weight matrices through this type first")
+    p.add_argument("--q8", default="embd,output", help="with q4_0: classes kept in q8_0")
+    p.add_argument("--q4-rule", choices=["fit", "round"], default="fit")
+    p.add_argument("--top", type=int, default=5, help="top tokens to print per position")
+    a = p.parse_args(argv)
+    try:
+        tokens = [int(t) for t in a.tokens.split(",") if t.strip()]
+        q8 = {c.strip() for c in a.q8.split(",") if c.strip()}
+        logits = forward(a.hf_dir, tokens, np.float64 if a.f64 else np.float32,
+                         a.quantized_weights, q8, a.q4_rule)
+    except (OSError, ValueError, KeyError, st.SafetensorsError) as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(f"logits shape {list(logits.shape)}")
+    for i, row in enumerate(logits):
+        top = np.argsort(-row)[: a.top]
+        print(f"pos {i} token {tokens[i]}: " + " ".join(f"{t}:{row[t]:.3f}" for t in top))
+    if a.out:
+        np.save(a.out, logits)
+
+
+if __name__ == "__main__":
+    main()
