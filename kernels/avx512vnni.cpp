@@ -1,0 +1,515 @@
+// AVX-512 VNNI kernels. Layout and why:
+//  * Row tile 16: one zmm holds 16 rows x 4 consecutive bytes (one dword per row), so a 4-byte
+//    activation broadcast feeds vpdpbusd for 16 rows at once and every lane ends a block holding
+//    its own row's exact int32 dot: no horizontal reductions anywhere in matmul.
+//  * Packed (tile, block) record, tiles stored one after another (a decode thread streams each
+//    tile linearly): 16 f16 scales (32 B), then the quants as 64-byte dword-transposed vectors.
+//    Q4_0: vector k (0..3) lane r = stored bytes 4k..4k+3 of row r, so its low nibbles are
+//    elements 4k..4k+3 and its high nibbles elements 16+4k..16+4k+3 (ggml's j / j+16 split).
+//    Nibbles 0..15 are vpdpbusd's unsigned operand: dot(n, a) = dot(w, a) + 8*sum(a).
+//    Q8_0: vector g (0..7) lane r = bytes 4g..4g+3 of row r, xor 0x80 (= w + 128, unsigned):
+//    dot(w + 128, a) = dot(w, a) + 128*sum(a). The activation (signed) is the broadcast operand
+//    in both cases and quantize_act stores the correction c*sum(a) per block.
+//  * Each (row, token) result is acc = fma(float(isum_b), d_w*d_a, acc) over blocks in order,
+//    in its own lane, in every register-tile shape: bitwise batch/range independence.
+// GCC 12's own AVX-512 headers (`__m512 __Y = __Y;`) trip the uninitialized warnings.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/common.h"
+#include "kernels/kernels.h"
+
+namespace krafla::kernels {
+namespace {
+
+constexpr int kTile = 16;
+constexpr size_t kQ4Rec = 32 + 256;  // (tile, block) record bytes
+constexpr size_t kQ8Rec = 32 + 512;
+
+// One quantized activation block: the signed quants (broadcast operand), the f32 scale, and
+// c*sum(qs) that turns the unsigned-weight dot back into the signed one.
+struct ActBlock {
+  int8_t qs[32];
+  float d;
+  int32_t corr;
+};
+static_assert(sizeof(ActBlock) == 40);
+
+inline int64_t n_tiles(int64_t rows) { return (rows + kTile - 1) / kTile; }
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+size_t tile_bytes(WType t, int64_t cols) {
+  switch (t) {
+    case WType::F32:
+      return size_t(cols) * kTile * 4;
+    case WType::F16:
+      return size_t(cols) * kTile * 2;
+    case WType::Q8_0:
+      return size_t(cols / kQBlock) * kQ8Rec;
+    case WType::Q4_0:
+      return size_t(cols / kQBlock) * kQ4Rec;
+  }
+  return 0;
+}
+
+void pack_row(WType t, const uint8_t* src, int64_t cols, int lane, uint8_t* tile) {
+  const int64_t nb = cols / kQBlock;
+  switch (t) {
+    case WType::F32:
+      for (int64_t c = 0; c < cols; ++c) std::memcpy(tile + (c * kTile + lane) * 4, src + c * 4, 4);
+      break;
+    case WType::F16:
+      for (int64_t c = 0; c < cols; ++c) std::memcpy(tile + (c * kTile + lane) * 2, src + c * 2, 2);
+      break;
+    case WType::Q8_0:
+      for (int64_t b = 0; b < nb; ++b) {
+        const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(src) + b;
+        uint8_t* rec = tile + b * kQ8Rec;
+        std::memcpy(rec + lane * 2, &blk->d, 2);
+        for (int i = 0; i < 32; ++i)
+          rec[32 + (i / 4) * 64 + lane * 4 + i % 4] = uint8_t(blk->qs[i]) ^ 0x80;
+      }
+      break;
+    case WType::Q4_0:
+      for (int64_t b = 0; b < nb; ++b) {
+        const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(src) + b;
+        uint8_t* rec = tile + b * kQ4Rec;
+        std::memcpy(rec + lane * 2, &blk->d, 2);
+        for (int k = 0; k < 4; ++k) std::memcpy(rec + 32 + k * 64 + lane * 4, blk->qs + 4 * k, 4);
+      }
+      break;
+  }
+}
+
+inline void store_rows(float* dst, __m512 v, int valid) {
+  if (valid >= kTile) {
+    _mm512_storeu_ps(dst, v);
+  } else {
+    _mm512_mask_storeu_ps(dst, __mmask16((1u << valid) - 1), v);
+  }
+}
+
+// R row tiles x T tokens of quantized matmul. w: first tile's record 0; a[t]: token t's blocks.
+template <bool kQ4, int R, int T>
+void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
+              int64_t ld_out, const int* valid) {
+  constexpr size_t kRec = kQ4 ? kQ4Rec : kQ8Rec;
+  const __m512i m0f = _mm512_set1_epi8(0x0f);
+  __m512 acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      wb[r] = w + r * tbytes + b * kRec;
+      if constexpr (T == 1) {
+        // Decode is a pure weight stream: ask for records well ahead of use.
+#pragma GCC unroll 16
+        for (size_t l = 0; l < kRec; l += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(wb[r] + 8 * kRec + l), _MM_HINT_T0);
+      }
+    }
+    __m512i ia[R][T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m512i c = _mm512_set1_epi32(-a[t][b].corr);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) ia[r][t] = c;
+    }
+    if constexpr (kQ4) {
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        __m512i lo[R], hi[R];
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const __m512i v = _mm512_loadu_si512(wb[r] + 32 + 64 * k);
+          lo[r] = _mm512_and_si512(v, m0f);
+          hi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          int32_t q_lo, q_hi;
+          std::memcpy(&q_lo, a[t][b].qs + 4 * k, 4);
+          std::memcpy(&q_hi, a[t][b].qs + 16 + 4 * k, 4);
+          const __m512i alo = _mm512_set1_epi32(q_lo), ahi = _mm512_set1_epi32(q_hi);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) {
+            ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], lo[r], alo);
+            ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], hi[r], ahi);
+          }
+        }
+      }
+    } else {
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        __m512i v[R];
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) v[r] = _mm512_loadu_si512(wb[r] + 32 + 64 * g);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          int32_t q;
+          std::memcpy(&q, a[t][b].qs + 4 * g, 4);
+          const __m512i ag = _mm512_set1_epi32(q);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], v[r], ag);
+        }
+      }
+    }
+    __m512 dw[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+      dw[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r])));
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m512 da = _mm512_set1_ps(a[t][b].d);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+        acc[r][t] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][t]), _mm512_mul_ps(dw[r], da), acc[r][t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
+}
+
+// R row tiles x T tokens of F32/F16 matmul: acc = fma(w[c], x[c], acc) over c in order.
+template <bool kF16, int R, int T>
+void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x, float* out,
+              int64_t ld_out, const int* valid) {
+  __m512 acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < cols; ++c) {
+    __m512 wv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = w + r * tbytes + c * kTile * (kF16 ? 2 : 4);
+      if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(p + 1024), _MM_HINT_T0);
+      wv[r] = kF16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))
+                   : _mm512_loadu_ps(p);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_set1_ps(x[t][c]);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
+}
+
+// Kernel arguments common to every register-tile shape.
+struct MmArgs {
+  const uint8_t* w;  // first row tile of the group
+  size_t tbytes;     // bytes per row tile
+  int64_t cols;
+  const uint8_t* act;  // first token of the group
+  size_t act_bytes;    // bytes per activation row
+  float* out;          // out + tok0 * ld_out + first row of the group
+  int64_t ld_out;
+  const int* valid;  // valid rows per tile of the group
+};
+
+template <WType W, int R, int T>
+void run_tile(const MmArgs& m) {
+  if constexpr (W == WType::Q8_0 || W == WType::Q4_0) {
+    const ActBlock* a[T];
+    for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const ActBlock*>(m.act + t * m.act_bytes);
+    q_kernel<W == WType::Q4_0, R, T>(m.w, m.tbytes, m.cols / kQBlock, a, m.out, m.ld_out, m.valid);
+  } else {
+    const float* x[T];
+    for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const float*>(m.act + t * m.act_bytes);
+    f_kernel<W == WType::F16, R, T>(m.w, m.tbytes, m.cols, x, m.out, m.ld_out, m.valid);
+  }
+}
+
+using TileFn = void (*)(const MmArgs&);
+template <WType W>
+constexpr TileFn kTileFns[4][4] = {
+    {run_tile<W, 1, 1>, run_tile<W, 1, 2>, run_tile<W, 1, 3>, run_tile<W, 1, 4>},
+    {run_tile<W, 2, 1>, run_tile<W, 2, 2>, run_tile<W, 2, 3>, run_tile<W, 2, 4>},
+    {run_tile<W, 3, 1>, run_tile<W, 3, 2>, nullptr, nullptr},
+    {run_tile<W, 4, 1>, run_tile<W, 4, 2>, nullptr, nullptr}};
+
+// Rows outer, tokens inner: a group of R row tiles (tens of KB) stays in cache while every token
+// group streams past it. Register tile: 4 tiles x 1-2 tokens, or 2 tiles x 3-4 tokens (<= 8
+// int32 + 8 float accumulators, within 32 zmm).
+template <WType W>
+void matmul_t(const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+              const void* act, int64_t n_tok, float* out, int64_t ld_out) {
+  const size_t tb = tile_bytes(W, cols);
+  const size_t ab = act_row_size(W, cols);
+  const int64_t tok_step = imin(n_tok, 4);
+  const int64_t r_step = tok_step <= 2 ? 4 : 2;
+  const int64_t i_end = n_tiles(r1);
+  for (int64_t i = r0 / kTile; i < i_end; i += r_step) {
+    const int nr = int(imin(r_step, i_end - i));
+    int valid[4];
+    for (int r = 0; r < nr; ++r) valid[r] = int(imin(kTile, r1 - (i + r) * kTile));
+    for (int64_t tok = 0; tok < n_tok; tok += tok_step) {
+      const int nt = int(imin(tok_step, n_tok - tok));
+      const MmArgs m{static_cast<const uint8_t*>(packed) + i * tb,
+                     tb,
+                     cols,
+                     static_cast<const uint8_t*>(act) + tok * ab,
+                     ab,
+                     out + tok * ld_out + i * kTile,
+                     ld_out,
+                     valid};
+      kTileFns<W>[nr - 1][nt - 1](m);
+    }
+  }
+}
+
+// ---- vector math ----
+
+inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+// exp on 16 lanes: Cephes' expf polynomial on r = x - n*ln2, |r| <= ln2/2, then scalef by 2^n
+// (scalef flushes huge negative n to 0 and saturates to inf without integer tricks). ~2 ulp.
+inline __m512 exp512(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.7f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(y, n);
+}
+
+inline __mmask16 tail_mask(int64_t left) {
+  return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+}
+
+inline __m512 silu512(__m512 g) {
+  const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
+  return _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+
+// 0.5*g*(1 + tanh(y)) == g / (1 + exp(-2y)), y = sqrt(2/pi)*(g + 0.044715 g^3): the sigmoid
+// form has no cancellation for negative g (1 - 1/(e + 1) loses digits there).
+inline __m512 gelu512(__m512 g) {
+  const __m512 g3 = _mm512_mul_ps(_mm512_mul_ps(g, g), g);
+  const __m512 y2 = _mm512_mul_ps(_mm512_set1_ps(-2.0f * 0.7978845608028654f),
+                                  _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), g3, g));
+  return _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), exp512(y2)));
+}
+
+}  // namespace
+
+const char* isa_name() { return "avx512vnni"; }
+const char* missing_cpu_feature() { return cpu_missing_for("avx512vnni"); }
+int row_tile() { return kTile; }
+
+size_t packed_size(WType t, int64_t rows, int64_t cols) {
+  return size_t(n_tiles(rows)) * tile_bytes(t, cols);
+}
+
+void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, void* dst) {
+  const size_t rb = row_bytes(t, cols), tb = tile_bytes(t, cols);
+  for (int64_t i = r0 / kTile; i < n_tiles(r1); ++i) {
+    uint8_t* tile = static_cast<uint8_t*>(dst) + i * tb;
+    std::memset(tile, 0, tb);  // padding rows of a partial tile: zero scales, zero weights
+    for (int lane = 0; lane < kTile && i * kTile + lane < rows; ++lane)
+      pack_row(t, static_cast<const uint8_t*>(src) + (i * kTile + lane) * rb, cols, lane, tile);
+  }
+}
+
+size_t act_row_size(WType t, int64_t cols) {
+  if (t == WType::F32 || t == WType::F16) return size_t(cols) * 4;
+  return size_t(cols / kQBlock) * sizeof(ActBlock);
+}
+
+void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
+  if (t == WType::F32 || t == WType::F16) {
+    std::memcpy(dst, x, size_t(cols) * 4);
+    return;
+  }
+  const int32_t c = t == WType::Q8_0 ? 128 : 8;  // unsigned-weight offset, see the top comment
+  ActBlock* out = static_cast<ActBlock*>(dst);
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < cols / kQBlock; ++b) {
+    const __m512 x0 = _mm512_loadu_ps(x + b * 32), x1 = _mm512_loadu_ps(x + b * 32 + 16);
+    const float amax =
+        _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
+    const float d = amax / 127.0f;
+    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, id));  // round half to even
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, id));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].qs), _mm512_cvtsepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].qs + 16), _mm512_cvtsepi32_epi8(q1));
+    out[b].d = d;
+    out[b].corr = c * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+  }
+}
+
+void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+            const void* act, int64_t n_tok, float* out, int64_t ld_out) {
+  if (r1 <= r0 || n_tok <= 0) return;
+  switch (t) {
+    case WType::F32:
+      return matmul_t<WType::F32>(packed, rows, cols, r0, r1, act, n_tok, out, ld_out);
+    case WType::F16:
+      return matmul_t<WType::F16>(packed, rows, cols, r0, r1, act, n_tok, out, ld_out);
+    case WType::Q8_0:
+      return matmul_t<WType::Q8_0>(packed, rows, cols, r0, r1, act, n_tok, out, ld_out);
+    case WType::Q4_0:
+      return matmul_t<WType::Q4_0>(packed, rows, cols, r0, r1, act, n_tok, out, ld_out);
+  }
+}
+
+void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
+  if (t == WType::F16) return f16_to_f32(static_cast<const uint16_t*>(src), dst, cols);
+  scalar::dequantize_row(t, src, dst, cols);
+}
+
+void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) {
+  scalar::quantize_row_q8_0(x, dst, cols);
+}
+
+void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, x + i);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_cvtph_ps(h));
+  }
+}
+
+void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    _mm256_mask_storeu_epi16(y + i, m, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+}
+
+void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
+  __m512 ss = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i);
+    ss = _mm512_fmadd_ps(v, v, ss);
+  }
+  const float scale = 1.0f / std::sqrt(hsum(ss) / float(n) + eps);
+  const __m512 vs = _mm512_set1_ps(scale), off = _mm512_set1_ps(w_offset);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512 wv = _mm512_add_ps(_mm512_maskz_loadu_ps(m, w + i), off);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(v, vs), wv));
+  }
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s0);
+  }
+  return hsum(_mm512_add_ps(s0, s1));
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  const __m512 va = _mm512_set1_ps(a);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 r =
+        _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
+    _mm512_mask_storeu_ps(y + i, m, r);
+  }
+}
+
+void scale_f32(float* x, float s, int64_t n) {
+  const __m512 vs = _mm512_set1_ps(s);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs));
+  }
+}
+
+void add_f32(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 r =
+        _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i));
+    _mm512_mask_storeu_ps(out + i, m, r);
+  }
+}
+
+float softmax(float* x, int64_t n) {
+  if (n <= 0) return 0.0f;
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 16)
+    mx = _mm512_mask_max_ps(mx, tail_mask(n - i), mx,
+                            _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
+  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmax));
+    _mm512_mask_storeu_ps(x + i, m, e);
+    sum = _mm512_mask_add_ps(sum, m, sum, e);
+  }
+  const float total = hsum(sum);
+  scale_f32(x, 1.0f / total, n);
+  return total;
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu512(g), _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(gelu512(g), _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
+          const float* sin) {
+  const int64_t half = rot_dim / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* x0p = x + h * head_dim;
+    float* x1p = x0p + half;
+    for (int64_t i = 0; i < half; i += 16) {
+      const __mmask16 m = tail_mask(half - i);
+      const __m512 x0 = _mm512_maskz_loadu_ps(m, x0p + i), x1 = _mm512_maskz_loadu_ps(m, x1p + i);
+      const __m512 c = _mm512_maskz_loadu_ps(m, cos + i), s = _mm512_maskz_loadu_ps(m, sin + i);
+      _mm512_mask_storeu_ps(x0p + i, m, _mm512_fmsub_ps(x0, c, _mm512_mul_ps(x1, s)));
+      _mm512_mask_storeu_ps(x1p + i, m, _mm512_fmadd_ps(x0, s, _mm512_mul_ps(x1, c)));
+    }
+  }
+}
+
+}  // namespace krafla::kernels

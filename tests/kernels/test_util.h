@@ -1,0 +1,69 @@
+// Shared helpers for the kernel tests: random inputs and double-precision references.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/common.h"
+#include "kernels/kernels.h"
+
+namespace krafla::kernels::test {
+
+inline std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = u(rng);
+  return v;
+}
+
+// Stored (ggml-layout) bytes of a random rows x cols matrix of type t.
+inline std::vector<uint8_t> random_weights(std::mt19937& rng, WType t, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> w(row_bytes(t, cols) * rows);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> q8(-128, 127), q4(0, 15);
+  const int64_t nb = cols / kQBlock;
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = w.data() + r * row_bytes(t, cols);
+    switch (t) {
+      case WType::F32:
+        for (int64_t c = 0; c < cols; ++c) reinterpret_cast<float*>(row)[c] = u(rng);
+        break;
+      case WType::F16:
+        for (int64_t c = 0; c < cols; ++c)
+          reinterpret_cast<uint16_t*>(row)[c] = f32_to_f16_bits(u(rng));
+        break;
+      case WType::Q8_0:
+        for (int64_t b = 0; b < nb; ++b) {
+          auto& blk = reinterpret_cast<BlockQ8_0*>(row)[b];
+          blk.d = f32_to_f16_bits(0.001f + 0.01f * std::fabs(u(rng)));
+          for (auto& q : blk.qs) q = int8_t(q8(rng));  // includes -128 (ggml never makes it)
+        }
+        break;
+      case WType::Q4_0:
+        for (int64_t b = 0; b < nb; ++b) {
+          auto& blk = reinterpret_cast<BlockQ4_0*>(row)[b];
+          blk.d = f32_to_f16_bits(0.001f + 0.01f * std::fabs(u(rng)));
+          for (auto& q : blk.qs) q = uint8_t(q4(rng) | (q4(rng) << 4));
+        }
+        break;
+    }
+  }
+  return w;
+}
+
+inline const char* type_name(WType t) {
+  switch (t) {
+    case WType::F32:
+      return "F32";
+    case WType::F16:
+      return "F16";
+    case WType::Q8_0:
+      return "Q8_0";
+    case WType::Q4_0:
+      return "Q4_0";
+  }
+  return "?";
+}
+
+}  // namespace krafla::kernels::test
