@@ -284,13 +284,13 @@ def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str) -> None
     tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
     c = normalize_config(cfg, gen, tj, tc)
     ck = st.Checkpoint(d)
-    plan = tensor_plan(c)
-    check_tensors(plan, {n: ck.info(n).shape for n in ck.names()}, c)
-    source = {"tool": PROG, "input": os.path.abspath(d), "quant": qtype, "q4_rule": q4_rule,
-              "q8": sorted(q8), "model_type": cfg.get("model_type"),
-              "architectures": cfg.get("architectures"),
-              "dtypes": sorted({ck.info(n).dtype for n in ck.names()})}
     try:
+        plan = tensor_plan(c)
+        check_tensors(plan, {n: ck.info(n).shape for n in ck.names()}, c)
+        source = {"tool": PROG, "input": os.path.abspath(d), "quant": qtype, "q4_rule": q4_rule,
+                  "q8": sorted(q8), "model_type": cfg.get("model_type"),
+                  "architectures": cfg.get("architectures"),
+                  "dtypes": sorted({ck.info(n).dtype for n in ck.names()})}
         write_mlb(out, c, plan, ck.get, tok_files, qtype, q8, q4_rule, source)
     finally:
         ck.close()

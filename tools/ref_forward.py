@@ -175,7 +175,9 @@ def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None 
     x = rms_norm(h, W("model.norm.weight"), eps)
     tied = cfg.get("tie_word_embeddings", False) or "lm_head.weight" not in W.ck.where
     out = emb if tied else W("lm_head.weight")
-    return (x @ out.T).astype(np.float32)
+    logits = (x @ out.T).astype(np.float32)
+    W.ck.close()
+    return logits
 
 
 def main(argv: list[str] | None = None) -> None:
