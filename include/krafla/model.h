@@ -1,0 +1,57 @@
+// A loaded model: configuration, tokenizer and weights packed for this build's kernels.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "krafla/tokenizer.h"
+
+namespace krafla {
+
+// The normalized configuration of docs/format.md ("config" in the metadata).
+struct ModelConfig {
+  std::string arch;  // llama, mistral
+  int n_vocab = 0;
+  int dim = 0;
+  int n_layers = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  int ffn_dim = 0;
+  float norm_eps = 1e-5f;
+  std::vector<float> rope_freqs;  // [head_dim/2] inverse frequencies, scaling applied
+  float rope_attn_factor = 1.0f;
+  int max_ctx = 0;
+  int sliding_window = 0;  // 0: none
+  bool tie_embeddings = false;
+  int bos_id = -1;
+  std::vector<int> eos_ids;
+  std::string chat_template;  // suggested template name, "" if unknown
+};
+
+class Model {
+ public:
+  // Maps and validates `path`, parses the config and tokenizer, packs the weights using
+  // n_threads threads (0: all cores). Throws krafla::Error naming what is wrong.
+  static std::unique_ptr<Model> load(const std::string& path, int n_threads = 0);
+  ~Model();
+
+  const std::string& path() const;
+  const ModelConfig& config() const;
+  const Tokenizer& tokenizer() const;
+  std::string describe() const;  // one line: arch, size, weight types
+  uint64_t packed_bytes() const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Loads only the tokenizer of a .mlb or .mlt file.
+Tokenizer load_tokenizer(const std::string& path);
+
+}  // namespace krafla

@@ -1,0 +1,47 @@
+// A session: one sequence's KV cache and the forward pass over it.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "krafla/model.h"
+
+namespace krafla {
+
+struct SessionOptions {
+  int n_threads = 0;  // 0: all cores
+  int n_ctx = 0;      // 0: the model's max context capped at 4096
+  int n_batch = 128;  // prompt tokens per forward step (1..128)
+};
+
+class Session {
+ public:
+  Session(const Model& model, const SessionOptions& opts);
+  ~Session();
+
+  // Runs `tokens` at positions n_past() .. n_past()+n-1. Afterwards logits() holds the last
+  // token's logits; when all_logits is given it receives [n, n_vocab] logits, row-major.
+  // Throws krafla::Error for ids outside the vocabulary or when the context would overflow
+  // (nothing is evaluated then).
+  void eval(std::span<const int32_t> tokens, std::vector<float>* all_logits = nullptr);
+  const std::vector<float>& logits() const;
+
+  const Model& model() const;
+  int n_past() const;
+  int n_ctx() const;
+  int n_threads() const;
+  const std::vector<int32_t>& history() const;  // the tokens in the cache, in order
+  // Drops cached tokens past n (n <= n_past()).
+  void truncate(int n);
+  // Keeps the longest prefix of history() shared with `tokens` and returns its length; the
+  // caller then evals the rest. The last token is always re-evaluated so logits() is fresh.
+  int reuse_prefix(std::span<const int32_t> tokens);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace krafla

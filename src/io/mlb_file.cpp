@@ -1,0 +1,195 @@
+#include "io/mlb_file.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "krafla/error.h"
+
+namespace krafla {
+namespace {
+
+struct DTypeInfo {
+  DType type;
+  const char* name;
+  int block;        // elements per block
+  int block_bytes;  // bytes per block
+};
+constexpr DTypeInfo kDTypes[] = {
+    {DType::F32, "f32", 1, 4},    {DType::F16, "f16", 1, 2},   {DType::BF16, "bf16", 1, 2},
+    {DType::Q8_0, "q8_0", 32, 34}, {DType::Q4_0, "q4_0", 32, 18}, {DType::Bytes, "bytes", 1, 1},
+};
+
+const DTypeInfo& info(DType t) {
+  for (const auto& d : kDTypes)
+    if (d.type == t) return d;
+  throw Error("internal: unknown dtype");
+}
+
+uint64_t read_u64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+uint32_t read_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+}  // namespace
+
+const char* dtype_name(DType t) { return info(t).name; }
+
+MlbFile::MlbFile(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    throw Error(fmt::format("{}: not a regular file", path));
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+  if (size_ == 0) {
+    ::close(fd_);
+    throw Error(fmt::format("{}: file is empty (expected a Krafla .mlb/.mlt file)", path));
+  }
+  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
+  if (p == MAP_FAILED) {
+    ::close(fd_);
+    throw Error(fmt::format("{}: mmap failed: {}", path, std::strerror(errno)));
+  }
+  base_ = static_cast<const uint8_t*>(p);
+  try {
+    parse();
+  } catch (...) {
+    ::munmap(const_cast<uint8_t*>(base_), size_);
+    ::close(fd_);
+    throw;
+  }
+}
+
+MlbFile::~MlbFile() {
+  if (base_) ::munmap(const_cast<uint8_t*>(base_), size_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void MlbFile::parse() {
+  const auto fail = [&](const std::string& msg) { throw Error(fmt::format("{}: {}", path_, msg)); };
+  if (size_ < 24) {
+    if (size_ >= 8 && std::memcmp(base_, kMlbMagic, 8) != 0)
+      fail("wrong magic: not a Krafla .mlb/.mlt file");
+    fail(fmt::format("truncated header: {} bytes, the header needs 24", size_));
+  }
+  if (std::memcmp(base_, kMlbMagic, 8) != 0) {
+    if (std::memcmp(base_, "GGUF", 4) == 0)
+      fail("this is a GGUF file; Krafla reads .mlb files (convert with tools/convert.py)");
+    fail("wrong magic: not a Krafla .mlb/.mlt file");
+  }
+  const uint32_t version = read_u32(base_ + 8);
+  if (version > kMlbVersion)
+    fail(fmt::format("format version {} is newer than this build reads (version {}); update Krafla",
+                     version, kMlbVersion));
+  if (version == 0) fail("format version 0 is not a valid version");
+  const uint32_t flags = read_u32(base_ + 12);
+  if (flags != 0) fail(fmt::format("unknown header flags 0x{:x} (version 1 defines none)", flags));
+  const uint64_t json_size = read_u64(base_ + 16);
+  if (json_size > size_ - 24)
+    fail(fmt::format("truncated metadata: JSON of {} bytes at offset 24 runs past the end of "
+                     "the {}-byte file",
+                     json_size, size_));
+  try {
+    meta_ = nlohmann::json::parse(base_ + 24, base_ + 24 + json_size);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail(fmt::format("corrupt metadata JSON at byte {}: {}", 24 + e.byte, e.what()));
+  }
+  const uint64_t data_offset = (24 + json_size + 63) / 64 * 64;
+  if (!meta_.is_object()) fail("metadata is not a JSON object");
+  if (meta_.value("format", "") != "krafla-mlb")
+    fail("metadata field 'format' is not \"krafla-mlb\"");
+  if (!meta_.contains("kind") || !meta_["kind"].is_string()) fail("metadata field 'kind' missing");
+  kind_ = meta_["kind"].get<std::string>();
+  if (kind_ != "model" && kind_ != "tokenizer")
+    fail(fmt::format("unknown file kind '{}' (expected 'model' or 'tokenizer')", kind_));
+  if (!meta_.contains("tensors") || !meta_["tensors"].is_array())
+    fail("metadata field 'tensors' missing or not an array");
+
+  for (size_t i = 0; i < meta_["tensors"].size(); ++i) {
+    const auto& t = meta_["tensors"][i];
+    const std::string where = fmt::format("tensor #{}", i);
+    if (!t.is_object() || !t.contains("name") || !t["name"].is_string())
+      fail(where + ": missing 'name'");
+    TensorView v;
+    v.name = t["name"].get<std::string>();
+    const auto tfail = [&](const std::string& msg) { fail(fmt::format("tensor '{}': {}", v.name, msg)); };
+    for (const char* key : {"dtype", "shape", "offset", "size"})
+      if (!t.contains(key)) tfail(fmt::format("missing field '{}'", key));
+    if (!t["dtype"].is_string()) tfail("'dtype' is not a string");
+    const std::string dt = t["dtype"].get<std::string>();
+    const DTypeInfo* di = nullptr;
+    for (const auto& d : kDTypes)
+      if (dt == d.name) di = &d;
+    if (!di) tfail(fmt::format("unknown dtype '{}'", dt));
+    v.dtype = di->type;
+    if (!t["shape"].is_array() || t["shape"].empty() || t["shape"].size() > 2)
+      tfail("'shape' must be an array of 1 or 2 dimensions");
+    for (const auto& d : t["shape"]) {
+      if (!d.is_number_integer() || d.get<int64_t>() <= 0)
+        tfail(fmt::format("bad dimension {} in shape", d.dump()));
+      if (d.get<int64_t>() > (int64_t{1} << 40)) tfail("dimension too large");
+      v.shape.push_back(d.get<int64_t>());
+    }
+    if (!t["offset"].is_number_unsigned() || !t["size"].is_number_unsigned())
+      tfail("'offset' and 'size' must be non-negative integers");
+    const uint64_t off = t["offset"].get<uint64_t>();
+    v.size = t["size"].get<uint64_t>();
+    if (off % 64 != 0) tfail(fmt::format("offset {} is not 64-byte aligned", off));
+    const int64_t cols = v.shape.back();
+    if (di->block > 1 && cols % di->block != 0)
+      tfail(fmt::format("{} needs the last dimension ({}) to be a multiple of {}", dt, cols,
+                        di->block));
+    const uint64_t n = static_cast<uint64_t>(v.rows()) * static_cast<uint64_t>(cols);
+    const uint64_t expect = n / di->block * di->block_bytes;
+    if (v.size != expect)
+      tfail(fmt::format("size {} does not match dtype {} and shape {} (expected {} bytes)", v.size,
+                        dt, fmt::join(v.shape, "x"), expect));
+    if (off > size_ || data_offset > size_ - off || v.size > size_ - data_offset - off)
+      tfail(fmt::format("data [{}, {}) is not within the {}-byte file (truncated?)",
+                        data_offset + off, data_offset + off + v.size, size_));
+    v.data = base_ + data_offset + off;
+    for (const auto& other : tensors_)
+      if (other.name == v.name) tfail("appears twice in the tensor table");
+    tensors_.push_back(std::move(v));
+  }
+}
+
+const TensorView* MlbFile::find(std::string_view name) const {
+  for (const auto& t : tensors_)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const TensorView& MlbFile::get(std::string_view name, std::vector<int64_t> shape) const {
+  const TensorView* t = find(name);
+  if (!t) throw Error(fmt::format("{}: tensor '{}' is missing", path_, name));
+  if (t->shape != shape)
+    throw Error(fmt::format("{}: tensor '{}' has shape [{}], expected [{}]", path_, name,
+                            fmt::join(t->shape, ", "), fmt::join(shape, ", ")));
+  return *t;
+}
+
+std::string_view MlbFile::bytes(std::string_view name) const {
+  const TensorView* t = find(name);
+  if (!t) throw Error(fmt::format("{}: entry '{}' is missing", path_, name));
+  if (t->dtype != DType::Bytes)
+    throw Error(fmt::format("{}: entry '{}' is not of dtype bytes", path_, name));
+  return {reinterpret_cast<const char*>(t->data), t->size};
+}
+
+}  // namespace krafla

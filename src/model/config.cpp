@@ -1,0 +1,80 @@
+// Reads the normalized config (docs/format.md) and checks that it describes a model this
+// build can run, naming the field when it does not.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "krafla/error.h"
+#include "model/model_impl.h"
+
+namespace krafla {
+namespace {
+
+const std::vector<std::string> kKnownArchs = {"llama", "mistral"};
+
+template <typename T>
+T req(const nlohmann::json& c, const char* key, const std::string& path) {
+  if (!c.contains(key)) throw Error(fmt::format("{}: config field '{}' is missing", path, key));
+  try {
+    return c[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    throw Error(fmt::format("{}: config field '{}' has the wrong type ({})", path, key,
+                            c[key].dump().substr(0, 40)));
+  }
+}
+
+template <typename T>
+T opt(const nlohmann::json& c, const char* key, T def, const std::string& path) {
+  return c.contains(key) ? req<T>(c, key, path) : def;
+}
+
+}  // namespace
+
+ModelConfig parse_config(const nlohmann::json& meta, const std::string& path) {
+  if (!meta.contains("config") || !meta["config"].is_object())
+    throw Error(fmt::format("{}: metadata has no 'config' object", path));
+  const auto& c = meta["config"];
+  ModelConfig m;
+  m.arch = req<std::string>(c, "arch", path);
+  if (std::find(kKnownArchs.begin(), kKnownArchs.end(), m.arch) == kKnownArchs.end())
+    throw Error(fmt::format("{}: unknown architecture '{}' (this build runs: {})", path, m.arch,
+                            fmt::join(kKnownArchs, ", ")));
+  m.n_vocab = req<int>(c, "n_vocab", path);
+  m.dim = req<int>(c, "dim", path);
+  m.n_layers = req<int>(c, "n_layers", path);
+  m.n_heads = req<int>(c, "n_heads", path);
+  m.n_kv_heads = req<int>(c, "n_kv_heads", path);
+  m.head_dim = req<int>(c, "head_dim", path);
+  m.ffn_dim = req<int>(c, "ffn_dim", path);
+  m.norm_eps = req<float>(c, "norm_eps", path);
+  m.rope_freqs = req<std::vector<float>>(c, "rope_freqs", path);
+  m.rope_attn_factor = opt<float>(c, "rope_attn_factor", 1.0f, path);
+  m.max_ctx = req<int>(c, "max_ctx", path);
+  m.sliding_window = opt<int>(c, "sliding_window", 0, path);
+  m.tie_embeddings = req<bool>(c, "tie_embeddings", path);
+  m.bos_id = opt<int>(c, "bos_id", -1, path);
+  m.eos_ids = opt<std::vector<int>>(c, "eos_ids", {}, path);
+  m.chat_template = opt<std::string>(c, "chat_template", "", path);
+
+  const auto bad = [&](const char* field, const std::string& why) {
+    throw Error(fmt::format("{}: config field '{}' {}", path, field, why));
+  };
+  for (auto [name, v] : {std::pair{"n_vocab", m.n_vocab}, {"dim", m.dim}, {"n_layers", m.n_layers},
+                         {"n_heads", m.n_heads}, {"n_kv_heads", m.n_kv_heads},
+                         {"head_dim", m.head_dim}, {"ffn_dim", m.ffn_dim}, {"max_ctx", m.max_ctx}})
+    if (v <= 0 || v > (1 << 24)) bad(name, fmt::format("= {} is out of range", v));
+  if (m.n_heads % m.n_kv_heads != 0)
+    bad("n_kv_heads", fmt::format("= {} does not divide n_heads = {}", m.n_kv_heads, m.n_heads));
+  if (m.head_dim % 2 != 0) bad("head_dim", "must be even for RoPE");
+  if (m.rope_freqs.size() != static_cast<size_t>(m.head_dim / 2))
+    bad("rope_freqs", fmt::format("has {} entries, expected head_dim/2 = {}", m.rope_freqs.size(),
+                                  m.head_dim / 2));
+  if (m.sliding_window < 0) bad("sliding_window", "is negative");
+  if (!(m.norm_eps > 0 && m.norm_eps < 1)) bad("norm_eps", "is out of range");
+  for (int e : m.eos_ids)
+    if (e < 0 || e >= m.n_vocab) bad("eos_ids", fmt::format("holds {} outside the vocabulary", e));
+  if (m.bos_id >= m.n_vocab) bad("bos_id", "is outside the vocabulary");
+  return m;
+}
+
+}  // namespace krafla

@@ -1,0 +1,174 @@
+#include "model/forward.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/kernels.h"
+#include "krafla/error.h"
+#include "ops/attention.h"
+
+namespace krafla {
+
+namespace K = kernels;
+using K::WType;
+
+Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_batch)
+    : m_(model), c_(model.cfg), pool_(pool), n_ctx_(n_ctx), n_batch_(n_batch) {
+  const int64_t hd = c_.head_dim, q_dim = int64_t{c_.n_heads} * hd;
+  const int64_t kv_dim = int64_t{c_.n_kv_heads} * hd;
+  const size_t kv_elems = size_t(c_.n_layers) * kv_dim * n_ctx;
+  kv_k_.resize(kv_elems * sizeof(float));
+  kv_v_.resize(kv_elems * sizeof(float));
+
+  // cos/sin in float as transformers computes them (angle = float(pos) * inv_freq in f32), so
+  // long positions round the same way the reference does.
+  const int64_t half = hd / 2;
+  rope_cos_.resize(size_t(n_ctx) * half * sizeof(float));
+  rope_sin_.resize(size_t(n_ctx) * half * sizeof(float));
+  for (int p = 0; p < n_ctx; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = float(p) * c_.rope_freqs[i];
+      rope_cos_.data<float>()[p * half + i] = float(std::cos(double(angle))) * c_.rope_attn_factor;
+      rope_sin_.data<float>()[p * half + i] = float(std::sin(double(angle))) * c_.rope_attn_factor;
+    }
+
+  const size_t B = n_batch;
+  x_.resize(B * c_.dim * sizeof(float));
+  h_.resize(B * c_.dim * sizeof(float));
+  tmp_.resize(B * c_.dim * sizeof(float));
+  q_.resize(B * q_dim * sizeof(float));
+  att_.resize(B * q_dim * sizeof(float));
+  k_.resize(B * kv_dim * sizeof(float));
+  v_.resize(B * kv_dim * sizeof(float));
+  gate_.resize(B * c_.ffn_dim * sizeof(float));
+  up_.resize(B * c_.ffn_dim * sizeof(float));
+  const int64_t max_cols = std::max<int64_t>({c_.dim, q_dim, c_.ffn_dim});
+  for (int t = 0; t < 4; ++t) act_[t].resize(B * K::act_row_size(WType(t), max_cols));
+  scores_.resize(size_t(pool.size()) * n_ctx * sizeof(float));
+}
+
+float* Forward::k_cache(int layer, int kvh) const {
+  return kv_k_.data<float>() + (size_t(layer) * c_.n_kv_heads + kvh) * n_ctx_ * c_.head_dim;
+}
+float* Forward::v_cache(int layer, int kvh) const {
+  return kv_v_.data<float>() + (size_t(layer) * c_.n_kv_heads + kvh) * n_ctx_ * c_.head_dim;
+}
+
+void Forward::matmuls(const float* in, int64_t cols, int n, std::initializer_list<MatJob> jobs) {
+  bool need[4] = {false, false, false, false};
+  for (const auto& j : jobs) need[int(j.m->type)] = true;
+  const int nt = pool_.size();
+  // Quantize the activation rows once per weight type, tokens split across threads.
+  pool_.run([&](int ti) {
+    auto [t0, t1] = split_range(n, ti, nt);
+    for (int t = 0; t < 4; ++t) {
+      if (!need[t]) continue;
+      const size_t stride = K::act_row_size(WType(t), cols);
+      for (int64_t tok = t0; tok < t1; ++tok)
+        K::quantize_act(WType(t), in + tok * cols, cols, act_[t].data() + tok * stride);
+    }
+  });
+  const int64_t tile = K::row_tile();
+  pool_.run([&](int ti) {
+    for (const auto& j : jobs) {
+      auto [r0, r1] = split_range(j.m->rows, ti, nt, tile);
+      if (r0 < r1)
+        K::matmul(j.m->type, j.m->packed.data(), j.m->rows, j.m->cols, r0, r1,
+                  act_[int(j.m->type)].data(), n, j.out, j.m->rows);
+    }
+  });
+}
+
+void Forward::attention(int layer, int n, int pos0) {
+  const int64_t hd = c_.head_dim, half = hd / 2;
+  const int64_t q_dim = int64_t{c_.n_heads} * hd, kv_dim = int64_t{c_.n_kv_heads} * hd;
+  const int group = c_.n_heads / c_.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  const int nt = pool_.size();
+  // RoPE on q and k, then k and v into the cache.
+  pool_.run([&](int ti) {
+    auto [t0, t1] = split_range(n, ti, nt);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t pos = pos0 + t;
+      const float* cs = rope_cos_.data<float>() + pos * half;
+      const float* sn = rope_sin_.data<float>() + pos * half;
+      float* q = q_.data<float>() + t * q_dim;
+      float* k = k_.data<float>() + t * kv_dim;
+      K::rope(q, c_.n_heads, hd, hd, cs, sn);
+      K::rope(k, c_.n_kv_heads, hd, hd, cs, sn);
+      for (int h = 0; h < c_.n_kv_heads; ++h) {
+        std::memcpy(k_cache(layer, h) + pos * hd, k + h * hd, hd * sizeof(float));
+        std::memcpy(v_cache(layer, h) + pos * hd, v_.data<float>() + t * kv_dim + h * hd,
+                    hd * sizeof(float));
+      }
+    }
+  });
+  // One (token, head) pair per unit of work.
+  pool_.run([&](int ti) {
+    float* scores = scores_.data<float>() + size_t(ti) * n_ctx_;
+    auto [u0, u1] = split_range(int64_t{n} * c_.n_heads, ti, nt);
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t t = u / c_.n_heads, h = u % c_.n_heads, kvh = h / group;
+      const int64_t pos = pos0 + t;
+      // Sliding window (Mistral): the query sees the keys at distance < window.
+      const int64_t first = c_.sliding_window > 0 ? std::max<int64_t>(0, pos - c_.sliding_window + 1) : 0;
+      attend_head(q_.data<float>() + t * q_dim + h * hd, k_cache(layer, kvh) + first * hd,
+                  v_cache(layer, kvh) + first * hd, pos + 1 - first, hd, hd, scale, scores,
+                  att_.data<float>() + t * q_dim + h * hd);
+    }
+  });
+}
+
+void Forward::run(const int32_t* tokens, int n, int pos0, bool all_logits, float* logits) {
+  if (n <= 0 || n > n_batch_ || pos0 < 0 || pos0 + n > n_ctx_)
+    throw Error(fmt::format("internal: forward of {} tokens at {} (batch {}, ctx {})", n, pos0,
+                            n_batch_, n_ctx_));
+  const int64_t dim = c_.dim, ffn = c_.ffn_dim, q_dim = int64_t{c_.n_heads} * c_.head_dim;
+  const int nt = pool_.size();
+  float* x = x_.data<float>();
+  float* h = h_.data<float>();
+  const size_t embd_row = K::row_bytes(m_.tok_embd.type, dim);
+  for (int t = 0; t < n; ++t)
+    K::dequantize_row(m_.tok_embd.type, m_.tok_embd.stored + size_t(tokens[t]) * embd_row,
+                      x + t * dim, dim);
+
+  for (int l = 0; l < c_.n_layers; ++l) {
+    const LayerWeights& L = m_.layers[l];
+    pool_.run([&](int ti) {
+      auto [t0, t1] = split_range(n, ti, nt);
+      for (int64_t t = t0; t < t1; ++t)
+        K::rmsnorm(x + t * dim, L.attn_norm, 0.0f, c_.norm_eps, h + t * dim, dim);
+    });
+    matmuls(h, dim, n, {{&L.wq, q_.data<float>()}, {&L.wk, k_.data<float>()},
+                        {&L.wv, v_.data<float>()}});
+    attention(l, n, pos0);
+    matmuls(att_.data<float>(), q_dim, n, {{&L.wo, tmp_.data<float>()}});
+    pool_.run([&](int ti) {
+      auto [t0, t1] = split_range(n, ti, nt);
+      for (int64_t t = t0; t < t1; ++t) {
+        K::add_f32(x + t * dim, tmp_.data<float>() + t * dim, x + t * dim, dim);
+        K::rmsnorm(x + t * dim, L.ffn_norm, 0.0f, c_.norm_eps, h + t * dim, dim);
+      }
+    });
+    matmuls(h, dim, n, {{&L.gate, gate_.data<float>()}, {&L.up, up_.data<float>()}});
+    pool_.run([&](int ti) {
+      auto [t0, t1] = split_range(n, ti, nt);
+      for (int64_t t = t0; t < t1; ++t)
+        K::swiglu(gate_.data<float>() + t * ffn, up_.data<float>() + t * ffn,
+                  gate_.data<float>() + t * ffn, ffn);
+    });
+    matmuls(gate_.data<float>(), ffn, n, {{&L.down, tmp_.data<float>()}});
+    for (int t = 0; t < n; ++t) K::add_f32(x + t * dim, tmp_.data<float>() + t * dim, x + t * dim, dim);
+  }
+
+  const int first = all_logits ? 0 : n - 1;
+  const int rows = n - first;
+  for (int t = first; t < n; ++t)
+    K::rmsnorm(x + t * dim, m_.output_norm, 0.0f, c_.norm_eps, h + (t - first) * dim, dim);
+  matmuls(h, dim, rows, {{&m_.logits_matrix(), logits}});
+}
+
+}  // namespace krafla

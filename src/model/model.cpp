@@ -1,0 +1,140 @@
+// Model loading: validate the tensor table against the config, then pack every matrix for
+// this build's kernels, in parallel.
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "krafla/error.h"
+#include "model/model_impl.h"
+#include "runtime/threadpool.h"
+
+namespace krafla {
+namespace {
+
+using kernels::WType;
+
+WType matrix_type(const TensorView& t, const std::string& path) {
+  switch (t.dtype) {
+    case DType::F32: return WType::F32;
+    case DType::F16: return WType::F16;
+    case DType::Q8_0: return WType::Q8_0;
+    case DType::Q4_0: return WType::Q4_0;
+    default:
+      throw Error(fmt::format("{}: tensor '{}' has dtype {}, which a weight matrix cannot have",
+                              path, t.name, dtype_name(t.dtype)));
+  }
+}
+
+const float* vec_f32(const MlbFile& f, const std::string& name, int64_t n) {
+  const TensorView& t = f.get(name, {n});
+  if (t.dtype != DType::F32)
+    throw Error(fmt::format("{}: tensor '{}' must be f32, is {}", f.path(), name,
+                            dtype_name(t.dtype)));
+  return reinterpret_cast<const float*>(t.data);
+}
+
+Matrix map_matrix(const MlbFile& f, const std::string& name, int64_t rows, int64_t cols) {
+  const TensorView& t = f.get(name, {rows, cols});
+  Matrix m;
+  m.type = matrix_type(t, f.path());
+  m.rows = rows;
+  m.cols = cols;
+  m.stored = t.data;
+  return m;
+}
+
+void pack_all(std::vector<Matrix*>& mats, ThreadPool& pool) {
+  const int64_t tile = kernels::row_tile();
+  for (Matrix* m : mats) m->packed.resize(kernels::packed_size(m->type, m->rows, m->cols));
+  pool.run([&](int ti) {
+    for (Matrix* m : mats) {
+      auto [r0, r1] = split_range(m->rows, ti, pool.size(), tile);
+      if (r0 < r1) kernels::pack(m->type, m->stored, m->rows, m->cols, r0, r1, m->packed.data());
+    }
+  });
+}
+
+}  // namespace
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+const std::string& Model::path() const { return impl_->file->path(); }
+const ModelConfig& Model::config() const { return impl_->cfg; }
+const Tokenizer& Model::tokenizer() const { return *impl_->tok; }
+uint64_t Model::packed_bytes() const { return impl_->packed_bytes; }
+
+std::string Model::describe() const {
+  const auto& c = impl_->cfg;
+  const auto& l0 = impl_->layers.at(0);
+  const char* names[] = {"f32", "f16", "q8_0", "q4_0"};
+  return fmt::format("{}: {} layers, dim {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, "
+                     "weights {} (ffn) / {} (attn), {:.1f} MiB packed",
+                     c.arch, c.n_layers, c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim,
+                     c.n_vocab, names[int(l0.gate.type)], names[int(l0.wq.type)],
+                     impl_->packed_bytes / 1048576.0);
+}
+
+static Tokenizer tokenizer_from(const MlbFile& f) {
+  const auto& tk = f.meta().value("tokenizer", nlohmann::json::object());
+  const std::string json_name = tk.value("json", "tokenizer.json");
+  const std::string cfg_name = tk.value("config", "tokenizer_config.json");
+  const std::string_view cfg = f.find(cfg_name) ? f.bytes(cfg_name) : std::string_view{};
+  try {
+    return Tokenizer::from_json(f.bytes(json_name), cfg);
+  } catch (const Error& e) {
+    throw Error(fmt::format("{}: tokenizer: {}", f.path(), e.what()));
+  }
+}
+
+Tokenizer load_tokenizer(const std::string& path) {
+  MlbFile f(path);
+  return tokenizer_from(f);
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
+  auto m = std::make_unique<Impl>();
+  m->file = std::make_unique<MlbFile>(path);
+  const MlbFile& f = *m->file;
+  if (f.kind() != "model")
+    throw Error(fmt::format("{}: this is a {} file, not a model", path, f.kind()));
+  m->cfg = parse_config(f.meta(), path);
+  const ModelConfig& c = m->cfg;
+  m->tok = std::make_unique<Tokenizer>(tokenizer_from(f));
+  if (m->tok->vocab_size() > c.n_vocab)
+    throw Error(fmt::format("{}: the tokenizer has {} tokens but the model's vocabulary is {}",
+                            path, m->tok->vocab_size(), c.n_vocab));
+
+  const int64_t q_rows = int64_t{c.n_heads} * c.head_dim;
+  const int64_t kv_rows = int64_t{c.n_kv_heads} * c.head_dim;
+  m->tok_embd = map_matrix(f, "tok_embd", c.n_vocab, c.dim);
+  m->output_norm = vec_f32(f, "output_norm", c.dim);
+  if (c.tie_embeddings) {
+    if (f.find("output"))
+      throw Error(fmt::format("{}: tie_embeddings is set but an 'output' tensor exists", path));
+  } else {
+    m->output = map_matrix(f, "output", c.n_vocab, c.dim);
+  }
+  std::vector<Matrix*> to_pack;
+  m->layers.resize(c.n_layers);
+  for (int i = 0; i < c.n_layers; ++i) {
+    auto& L = m->layers[i];
+    const std::string p = fmt::format("blk.{}.", i);
+    L.attn_norm = vec_f32(f, p + "attn_norm", c.dim);
+    L.ffn_norm = vec_f32(f, p + "ffn_norm", c.dim);
+    L.wq = map_matrix(f, p + "attn_q", q_rows, c.dim);
+    L.wk = map_matrix(f, p + "attn_k", kv_rows, c.dim);
+    L.wv = map_matrix(f, p + "attn_v", kv_rows, c.dim);
+    L.wo = map_matrix(f, p + "attn_output", c.dim, q_rows);
+    L.gate = map_matrix(f, p + "ffn_gate", c.ffn_dim, c.dim);
+    L.up = map_matrix(f, p + "ffn_up", c.ffn_dim, c.dim);
+    L.down = map_matrix(f, p + "ffn_down", c.dim, c.ffn_dim);
+    for (Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) to_pack.push_back(x);
+  }
+  to_pack.push_back(c.tie_embeddings ? &m->tok_embd : &m->output);
+  ThreadPool pool(n_threads > 0 ? n_threads : int(std::thread::hardware_concurrency()));
+  pack_all(to_pack, pool);
+  for (Matrix* x : to_pack) m->packed_bytes += x->packed.size();
+  return std::unique_ptr<Model>(new Model(std::move(m)));
+}
+
+}  // namespace krafla

@@ -1,0 +1,48 @@
+// The private side of krafla::Model: weights as the forward pass sees them.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/mlb_file.h"
+#include "kernels/kernels.h"
+#include "krafla/model.h"
+#include "runtime/aligned.h"
+
+namespace krafla {
+
+// A weight matrix [rows, cols] (out × in): packed for this ISA's matmul, plus the stored
+// (ggml-layout) bytes in the mapping for row lookups (embeddings).
+struct Matrix {
+  kernels::WType type = kernels::WType::F32;
+  int64_t rows = 0, cols = 0;
+  AlignedBuffer packed;
+  const uint8_t* stored = nullptr;
+};
+
+struct LayerWeights {
+  const float* attn_norm;  // (dim)
+  Matrix wq;               // (n_heads*head_dim, dim)
+  Matrix wk, wv;           // (n_kv_heads*head_dim, dim)
+  Matrix wo;               // (dim, n_heads*head_dim)
+  const float* ffn_norm;   // (dim)
+  Matrix gate, up;         // (ffn_dim, dim)
+  Matrix down;             // (dim, ffn_dim)
+};
+
+struct Model::Impl {
+  std::unique_ptr<MlbFile> file;
+  ModelConfig cfg;
+  std::unique_ptr<Tokenizer> tok;
+  Matrix tok_embd;          // (n_vocab, dim); packed only when it is also the output
+  const float* output_norm;  // (dim)
+  Matrix output;            // (n_vocab, dim), or empty when tied (then tok_embd is used)
+  std::vector<LayerWeights> layers;
+  uint64_t packed_bytes = 0;
+
+  const Matrix& logits_matrix() const { return cfg.tie_embeddings ? tok_embd : output; }
+};
+
+ModelConfig parse_config(const nlohmann::json& j, const std::string& path);
+
+}  // namespace krafla

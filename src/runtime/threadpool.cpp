@@ -1,0 +1,81 @@
+#include "runtime/threadpool.h"
+
+#include <algorithm>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define KRAFLA_PAUSE() _mm_pause()
+#elif defined(__aarch64__) || defined(__arm__)
+#define KRAFLA_PAUSE() __asm__ __volatile__("yield")
+#else
+#define KRAFLA_PAUSE() ((void)0)
+#endif
+
+namespace krafla {
+namespace {
+// Spin this many rounds before sleeping on the atomic: decode steps come every few ms and a
+// futex wake costs tens of microseconds, but a machine shared with other work must not burn
+// a core while idle.
+constexpr int kSpinRounds = 20000;
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : n_(std::max(1, n_threads)) {
+  for (int i = 1; i < n_; ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true);
+  generation_.fetch_add(1);
+  generation_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::run(const std::function<void(int)>& fn) {
+  if (n_ == 1) {
+    fn(0);
+    return;
+  }
+  job_ = &fn;
+  pending_.store(n_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
+  fn(0);
+  int spins = 0;
+  while (pending_.load(std::memory_order_acquire) != 0) {
+    if (++spins < kSpinRounds) {
+      KRAFLA_PAUSE();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+  job_ = nullptr;
+}
+
+void ThreadPool::worker(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    int spins = 0;
+    uint64_t g;
+    while ((g = generation_.load(std::memory_order_acquire)) == seen) {
+      if (++spins < kSpinRounds) {
+        KRAFLA_PAUSE();
+      } else {
+        generation_.wait(seen, std::memory_order_acquire);
+      }
+    }
+    seen = g;
+    if (stop_.load()) return;
+    (*job_)(index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+std::pair<int64_t, int64_t> split_range(int64_t n, int i, int n_threads, int64_t align) {
+  const int64_t units = (n + align - 1) / align;
+  const int64_t per = units / n_threads, extra = units % n_threads;
+  const int64_t b = i * per + std::min<int64_t>(i, extra);
+  const int64_t e = b + per + (i < extra ? 1 : 0);
+  return {std::min(n, b * align), std::min(n, e * align)};
+}
+
+}  // namespace krafla

@@ -1,0 +1,29 @@
+// What every executable shares: the CPU guard, the error-to-exit-code rule, small parsers.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace krafla::cli {
+
+constexpr int kExitBadInput = 2;
+constexpr int kExitCpu = 3;
+
+// Runs the CPU guard (exit 3 naming the missing feature), then body(); a krafla::Error or
+// other exception becomes "PROG: error: …" on stderr and exit 2 (bad input) or 1.
+int run_main(const char* prog, const std::function<int()>& body);
+
+// "1,2,3" or "1 2 3" → ids; throws krafla::Error naming the bad item.
+std::vector<int32_t> parse_ids(const std::string& s);
+// "1,2" → {1,2}
+std::vector<int> parse_int_list(const std::string& s, const char* what);
+
+// Writes a float32 .npy array of the given shape.
+void write_npy(const std::string& path, const float* data, const std::vector<int64_t>& shape);
+
+std::string read_file_or_stdin(const std::string& path_or_dash);
+
+double now_seconds();
+
+}  // namespace krafla::cli
