@@ -77,8 +77,10 @@ def guess_chat_template(tok_json: dict[str, Any], tok_cfg: dict[str, Any]) -> st
         return "llama3"
     if "<|user|>" in tmpl:
         return "zephyr"
-    if "[INST]" in tmpl or ("<s>" in ids and "</s>" in ids and "▁" in ids):
-        return "llama2"
+    if "<start_of_turn>" in tmpl or "<|im_start|>" in tmpl:
+        return ""                    # gemma / chatml families: no renderer yet
+    if "[INST]" in tmpl or (len(ids) == 32000 and "<s>" in ids and "</s>" in ids and "▁" in ids):
+        return "llama2"              # the Llama 2 / Mistral 7B SentencePiece vocabulary
     return ""
 
 

@@ -626,3 +626,22 @@ class ConvertTest(unittest.TestCase):
 
     def test_bad_q8_class(self):
         self.assert_refused([self.tiny, "-o", self.out("q.mlb"), "--quant", "q4_0", "--q8", "embd,foo"], "foo")
+
+
+class TokenizerHelpersTest(unittest.TestCase):
+    def test_vocab_size_and_special_ids(self):
+        tj = {"model": {"vocab": {"a": 0, "b": 1, "<s>": 2}}, "added_tokens": [{"id": 5, "content": "<x>"}]}
+        self.assertEqual(ctok.vocab_size(tj), 6)
+        self.assertEqual(ctok.special_id(tj, {"bos_token": {"content": "<s>"}, "eos_token": "<x>"}, "bos_token"), 2)
+        self.assertEqual(ctok.special_id(tj, {"eos_token": "<x>"}, "eos_token"), 5)
+        self.assertEqual(ctok.special_id(tj, {}, "eos_token"), -1)
+
+    def test_chat_template_guess(self):
+        spm = {"model": {"vocab": {**{f"t{i}": i for i in range(31997)}, "<s>": 31997, "</s>": 31998, "▁": 31999}}}
+        self.assertEqual(ctok.guess_chat_template(spm, {}), "llama2")
+        self.assertEqual(ctok.guess_chat_template(spm, {"chat_template": "<|user|>\n{{ m }}"}), "zephyr")
+        l3 = {"model": {"vocab": {"a": 0}}, "added_tokens": [{"id": 1, "content": "<|start_header_id|>"}]}
+        self.assertEqual(ctok.guess_chat_template(l3, {}), "llama3")
+        self.assertEqual(ctok.guess_chat_template({"model": {"vocab": {"<s>": 0, "</s>": 1, "▁": 2}}},
+                                                  {"chat_template": "<start_of_turn>user"}), "")
+        self.assertEqual(ctok.guess_chat_template({"model": {"vocab": {"a": 0}}}, {"chat_template": "[INST]"}), "llama2")
