@@ -54,13 +54,11 @@ def rope_type(scaling: dict[str, Any]) -> str:
 
 
 def _yarn(inv: np.ndarray, base: float, dim: int, sc: dict[str, Any], max_pos: int) -> tuple[np.ndarray, float]:
-    factor = float(sc["factor"])
-    if "original_max_position_embeddings" in sc:
-        # transformers: when the original context is given, the factor is the ratio of contexts.
-        orig = int(sc["original_max_position_embeddings"])
-        factor = max_pos / orig
-    else:
-        orig = max_pos
+    # transformers (v5 rope_parameters): the pretraining context defaults to max_position_embeddings
+    # and an absent factor is the ratio of the two contexts. (4.5x briefly overrode an explicit
+    # factor with that ratio; v5 and earlier versions keep the explicit factor, as here.)
+    orig = int(sc.get("original_max_position_embeddings") or max_pos)
+    factor = float(sc["factor"]) if sc.get("factor") is not None else max_pos / orig
 
     def mscale(scale: float, m: float = 1.0) -> float:
         return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0

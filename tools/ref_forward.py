@@ -73,9 +73,10 @@ def _llama3_one(f: float, sc: dict[str, Any]) -> float:
 
 def _yarn(plain: list[float], base: float, head_dim: int, sc: dict[str, Any],
           max_pos: int) -> tuple[np.ndarray, float]:
-    orig = sc.get("original_max_position_embeddings")
-    factor = max_pos / orig if orig else sc["factor"]
-    orig = orig or max_pos
+    orig = sc.get("original_max_position_embeddings") or max_pos
+    factor = sc.get("factor")
+    if factor is None:
+        factor = max_pos / orig
 
     def get_mscale(s: float, m: float = 1.0) -> float:
         return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0

@@ -267,6 +267,8 @@ ROPE_CASES = [
     {"rope_theta": 1000000.0, "max_position_embeddings": 131072,
      "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768,
                       "beta_fast": 32, "beta_slow": 1}},
+    {"rope_theta": 10000.0, "max_position_embeddings": 65536,
+     "rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 8192, "attention_factor": 1.2}},
     {"max_position_embeddings": 4096,
      "rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 20000.0}},
 ]
@@ -292,6 +294,13 @@ class RopeTest(unittest.TestCase):
         self.assertAlmostEqual(l3[-1], base[-1] / 32)    # low frequency divided by factor
         _, attn = convert.compute_rope(ROPE_CASES[3], 64)
         self.assertAlmostEqual(attn, 0.1 * np.log(4.0) + 1.0)
+        y, _ = convert.compute_rope(ROPE_CASES[4], 64)   # explicit factor 4 wins over 131072/32768
+        base, _ = convert.compute_rope({"rope_theta": 1000000.0}, 64)
+        self.assertAlmostEqual(y[0], base[0])
+        self.assertAlmostEqual(y[-1], base[-1] / 4)
+        y, attn = convert.compute_rope(ROPE_CASES[5], 64)  # no factor: 65536/8192
+        self.assertAlmostEqual(y[-1], convert.compute_rope({}, 64)[0][-1] / 8)
+        self.assertEqual(attn, 1.2)
 
     def test_unknown_type_refused(self):
         with self.assertRaises(convert.ConvertError):
