@@ -491,6 +491,13 @@ class ConvertTest(unittest.TestCase):
         self.assertEqual((m["model_type"], m["sliding_window"], m["torch_dtype"]), ("mistral", 16, "bfloat16"))
         self.assertEqual(st.Checkpoint(self.mistral).info("model.norm.weight").dtype, "BF16")
 
+    def test_gen_random_missing_tokenizer(self):
+        code, err = run_main(gen_random.main, ["--arch", "llama", "--shape", "tiny", "--tokenizer", "nope",
+                                               "-o", self.out("nope")])
+        self.assertEqual(code, 2)
+        self.assertIn("gen_random.py: error: tokenizer 'nope' not found", err)
+        self.assertIn("fetch_tokenizers.sh", err)
+
     def test_gen_random_deterministic_per_tensor(self):
         a = list(gen_random.gen_tensor(1, "x", (3, 64), 0.1, "f32"))
         b = list(gen_random.gen_tensor(1, "x", (3, 64), 0.1, "f32"))
