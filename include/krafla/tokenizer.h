@@ -28,9 +28,9 @@ class Tokenizer {
   // As decode(ids, skip_special_tokens). Throws krafla::Error on an id outside the vocabulary.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
-  int32_t vocab_size() const;  // including added tokens
+  int32_t vocab_size() const;                                     // including added tokens
   std::optional<int32_t> token_id(std::string_view token) const;  // exact vocab/added token
-  std::string token_text(int32_t id) const;                      // the vocabulary string
+  std::string token_text(int32_t id) const;                       // the vocabulary string
   bool is_special(int32_t id) const;
   int32_t bos_id() const;  // -1 when none (from tokenizer_config.json bos_token)
   int32_t eos_id() const;  // -1 when none (tokenizer_config.json eos_token)
@@ -44,10 +44,17 @@ class Tokenizer {
     std::string flush();  // whatever is held back (invalid bytes as U+FFFD)
 
    private:
+    std::string take_text();  // moves what is complete from raw_ through to the caller
+
     const Tokenizer* tok_;
     bool skip_special_;
     bool first_ = true;
-    std::string pending_;
+    std::string pending_;   // decoded text held back for clean_up_tokenization_spaces
+    std::string raw_;       // bytes that may still be the start of a UTF-8 sequence
+    std::string run_head_;  // first bytes of a run of <0xNN> tokens (a leading BOM is dropped)
+    bool in_byte_run_ = false;
+    bool run_head_done_ = false;
+    int strip_left_ = 0;  // leading characters the Strip decoder may still remove
   };
 
   struct Impl;

@@ -1,0 +1,47 @@
+// Regenerates fixtures/NAME.json: for every text of texts.json, the reference ids (with and
+// without special tokens) and the reference decodes of those ids. The reference is
+// @lenml/tokenizers (a dependency-free fork of transformers.js), pinned in package.json.
+//   cd tests/tokenizer && npm install && node gen_fixtures.mjs [NAME...]
+// Tokenizer files come from scripts/fetch_tokenizers.sh (.models/tokenizers/NAME).
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { TokenizerLoader } from "@lenml/tokenizers";
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const modelsDir = process.env.KRAFLA_TOKENIZERS ?? path.join(here, "../../.models/tokenizers");
+const names = process.argv.length > 2 ? process.argv.slice(2) : ["llama2", "llama3", "llama3_1", "qwen3", "gemma3"];
+const texts = JSON.parse(fs.readFileSync(path.join(here, "texts.json"), "utf8"));
+
+// The reference throws on decode([]); Hugging Face returns "".
+const decode = (tok, ids, opts) => (ids.length === 0 ? "" : tok.decode(ids, opts));
+
+fs.mkdirSync(path.join(here, "fixtures"), { recursive: true });
+for (const name of names) {
+  const dir = path.join(modelsDir, name);
+  const tok = TokenizerLoader.fromPreTrained({
+    tokenizerJSON: JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")),
+    tokenizerConfig: JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8")),
+  });
+  const cases = texts.map((text) => {
+    const ids = tok.encode(text, { add_special_tokens: true });
+    const plain = tok.encode(text, { add_special_tokens: false });
+    return {
+      ids,
+      plain,
+      decoded: decode(tok, ids, {}),
+      decoded_skip: decode(tok, ids, { skip_special_tokens: true }),
+      decoded_plain: decode(tok, plain, {}),
+    };
+  });
+  const out = {
+    tokenizer: name,
+    reference: "@lenml/tokenizers@3.7.2",
+    texts: "texts.json",
+    count: texts.length,
+    cases,
+  };
+  const file = path.join(here, "fixtures", `${name}.json`);
+  fs.writeFileSync(file, JSON.stringify(out).replace(/\},\{/g, "},\n{") + "\n");
+  console.log(`${file}: ${cases.length} cases`);
+}

@@ -1,0 +1,96 @@
+// Compares krafla::Tokenizer with the reference fixtures of gen_fixtures.mjs, id for id, on
+// every text of texts.json: encode with and without special tokens, decode (with and without
+// skip_special), and streaming decode.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "krafla/error.h"
+#include "krafla/tokenizer.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+fs::path tokenizer_dir(const std::string& name) {
+  return fs::path(KRAFLA_SOURCE_DIR) / ".models" / "tokenizers" / name;
+}
+
+std::string ids_str(const std::vector<int32_t>& v) {
+  return fmt::format("[{}]", fmt::join(v, ","));
+}
+
+class FixtureTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FixtureTest, MatchesReference) {
+  const std::string name = GetParam();
+  fs::path dir = tokenizer_dir(name);
+  if (!fs::exists(dir / "tokenizer.json"))
+    GTEST_SKIP() << dir << "/tokenizer.json is missing: run scripts/fetch_tokenizers.sh";
+  fs::path here = fs::path(KRAFLA_SOURCE_DIR) / "tests" / "tokenizer";
+  auto texts = nlohmann::json::parse(read_file(here / "texts.json"));
+  auto fixture = nlohmann::json::parse(read_file(here / "fixtures" / (name + ".json")));
+  ASSERT_EQ(fixture["count"].get<size_t>(), texts.size())
+      << "texts.json changed since the fixtures were made: run node gen_fixtures.mjs";
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto tok = krafla::Tokenizer::from_json(read_file(dir / "tokenizer.json"),
+                                          read_file(dir / "tokenizer_config.json"));
+  auto t1 = std::chrono::steady_clock::now();
+
+  size_t passed = 0, shown = 0;
+  const auto& cases = fixture["cases"];
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string text = texts[i].get<std::string>();
+    const auto& c = cases[i];
+    auto want = c["ids"].get<std::vector<int32_t>>();
+    auto want_plain = c["plain"].get<std::vector<int32_t>>();
+    std::vector<std::string> errors;
+    auto got = tok.encode(text, true);
+    auto got_plain = tok.encode(text, false);
+    if (got != want) errors.push_back(fmt::format("ids {} want {}", ids_str(got), ids_str(want)));
+    if (got_plain != want_plain)
+      errors.push_back(fmt::format("plain {} want {}", ids_str(got_plain), ids_str(want_plain)));
+    auto check_decode = [&](const std::vector<int32_t>& ids, bool skip, const char* key) {
+      std::string d = tok.decode(ids, skip);
+      if (d != c[key].get<std::string>())
+        errors.push_back(fmt::format("{} '{}' want '{}'", key, d, c[key].get<std::string>()));
+      krafla::Tokenizer::StreamDecoder sd(tok, skip);
+      std::string s;
+      for (int32_t id : ids) s += sd.push(id);
+      s += sd.flush();
+      if (s != d) errors.push_back(fmt::format("stream({}) '{}' != decode '{}'", key, s, d));
+    };
+    check_decode(want, false, "decoded");
+    check_decode(want, true, "decoded_skip");
+    check_decode(want_plain, false, "decoded_plain");
+    if (errors.empty()) {
+      ++passed;
+    } else if (shown++ < 15) {
+      ADD_FAILURE() << name << " text " << i << " '" << text
+                    << "': " << fmt::format("{}", fmt::join(errors, "; "));
+    }
+  }
+  auto t2 = std::chrono::steady_clock::now();
+  auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
+  std::printf("[ %-8s ] %zu/%zu texts match; load %.0f ms, encode+decode all %.1f ms\n",
+              name.c_str(), passed, cases.size(), ms(t1 - t0), ms(t2 - t1));
+  EXPECT_EQ(passed, cases.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, FixtureTest,
+                         ::testing::Values("llama2", "llama3", "llama3_1", "qwen3", "gemma3"));
+
+}  // namespace
