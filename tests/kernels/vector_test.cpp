@@ -235,8 +235,9 @@ TEST(Convert, F32ToF16Rounding) {
     if (std::isinf(got)) continue;
     for (int d : {-1, 1}) {
       const double nb = f16_bits_to_f32(uint16_t(b[i] + d));
-      if (!std::isinf(nb) && !std::isnan(nb))
+      if (!std::isinf(nb) && !std::isnan(nb)) {
         ASSERT_LE(std::fabs(got - x[i]), std::fabs(nb - x[i])) << i;
+      }
     }
   }
 }

@@ -1,0 +1,99 @@
+// Single-thread kernel micro-benchmarks at TinyLlama shapes (dim 2048, ffn 5632, vocab 32000).
+// Decode (n_tok = 1) cycles through enough copies of the packed matrix to overflow the caches,
+// so its GB/s is the weight stream a real forward sees; prefill (n_tok = 128) reuses one copy
+// and reports GFLOP/s (2 * rows * cols * n_tok).
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/common.h"
+#include "kernels/kernels.h"
+
+namespace krafla::kernels {
+namespace {
+
+constexpr size_t kColdBytes = size_t(512) << 20;  // > any L3 this runs on
+
+std::vector<uint8_t> stored_weights(WType t, int64_t rows, int64_t cols) {
+  std::mt19937 rng(42);
+  std::vector<uint8_t> w(row_bytes(t, cols) * rows);
+  for (auto& b : w) b = uint8_t(rng());
+  // Keep scales finite and small: every block starts with an f16 d.
+  const size_t blk = t == WType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+  if (t == WType::Q8_0 || t == WType::Q4_0) {
+    for (size_t off = 0; off < w.size(); off += blk) {
+      const uint16_t d = f32_to_f16_bits(0.01f);
+      std::memcpy(&w[off], &d, 2);
+    }
+  } else if (t == WType::F16) {
+    for (size_t i = 0; i < w.size(); i += 2) w[i + 1] &= 0x3b;  // |value| < 1
+  } else {
+    auto* f = reinterpret_cast<float*>(w.data());
+    for (size_t i = 0; i < w.size() / 4; ++i) f[i] = float(rng() % 2001) / 1000.0f - 1.0f;
+  }
+  return w;
+}
+
+void bm_matmul(benchmark::State& state, WType t) {
+  const int64_t rows = state.range(0), cols = state.range(1), n_tok = state.range(2);
+  const auto w = stored_weights(t, rows, cols);
+  const size_t psize = packed_size(t, rows, cols);
+  const size_t copies = n_tok == 1 ? std::max<size_t>(1, kColdBytes / psize) : 1;
+  std::vector<uint8_t> packed(psize * copies);
+  for (size_t c = 0; c < copies; ++c) pack(t, w.data(), rows, cols, 0, rows, &packed[c * psize]);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> x(cols * n_tok);
+  for (auto& v : x) v = u(rng);
+  const size_t ab = act_row_size(t, cols);
+  std::vector<uint8_t> act(ab * n_tok);
+  for (int64_t i = 0; i < n_tok; ++i) quantize_act(t, &x[i * cols], cols, &act[i * ab]);
+  std::vector<float> out(rows * n_tok);
+  size_t c = 0;
+  for (auto _ : state) {
+    matmul(t, &packed[c * psize], rows, cols, 0, rows, act.data(), n_tok, out.data(), rows);
+    benchmark::ClobberMemory();
+    c = (c + 1) % copies;
+  }
+  const double iters = double(state.iterations());
+  state.counters["GB/s"] = benchmark::Counter(iters * double(psize), benchmark::Counter::kIsRate,
+                                              benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(iters * 2.0 * double(rows) * double(cols) * double(n_tok) * 1e-9,
+                         benchmark::Counter::kIsRate);
+}
+
+void bm_quantize_act(benchmark::State& state) {
+  const int64_t cols = state.range(0);
+  std::vector<float> x(cols, 0.5f);
+  std::vector<uint8_t> act(act_row_size(WType::Q4_0, cols));
+  for (auto _ : state) {
+    quantize_act(WType::Q4_0, x.data(), cols, act.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(double(state.iterations()) * 4.0 * double(cols),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+void shapes(benchmark::internal::Benchmark* b) {
+  for (int64_t n_tok : {1, 128})
+    for (auto [rows, cols] :
+         {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}})
+      b->Args({rows, cols, n_tok});
+  b->ArgNames({"rows", "cols", "n_tok"})->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK_CAPTURE(bm_matmul, Q4_0, WType::Q4_0)->Apply(shapes);
+BENCHMARK_CAPTURE(bm_matmul, Q8_0, WType::Q8_0)->Apply(shapes);
+BENCHMARK_CAPTURE(bm_matmul, F16, WType::F16)
+    ->Args({2048, 2048, 1})
+    ->Args({2048, 2048, 128})
+    ->ArgNames({"rows", "cols", "n_tok"})
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_quantize_act)->Arg(2048)->Arg(5632);
+
+}  // namespace
+}  // namespace krafla::kernels
