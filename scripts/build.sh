@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures and builds one ISA preset (default: the best this CPU runs): build/<preset>/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+preset=${1:-$(scripts/detect_isa.sh)}
+jobs=${KRAFLA_JOBS:-$(nproc)}
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset" -j "$jobs"
+echo "$root/build/$preset"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs Krafla's build and test dependencies from Debian packages (idempotent: apt-get runs
+# only when something is missing) and the npm packages the reference tests use.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+pkgs=(cmake ninja-build g++ libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
+      googletest libgtest-dev libbenchmark-dev python3-numpy nodejs npm)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+"$root/scripts/fetch_tokenizers.sh"
+if [ "${1:-}" = "--tests" ]; then
+  for d in tests/tokenizer tests/unit/chat tests/server; do
+    if [ -f "$root/$d/package.json" ] && [ ! -d "$root/$d/node_modules" ]; then
+      echo "setup: npm install in $d" >&2
+      (cd "$root/$d" && npm install --silent --no-audit --no-fund >/dev/null)
+    fi
+  done
+fi
