@@ -210,6 +210,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("-o", "--out", required=True, help="output directory")
     a = p.parse_args(argv)
     s = SHAPES[a.shape]
+    if a.llama2c_out and (a.arch != "llama" or s.get("rope_scaling") or s["theta"] != 10000.0):
+        mlb.die("gen_random.py", "--llama2c-out needs --arch llama and a shape with plain RoPE "
+                "(theta 10000): llama2.c has no sliding window and no rope scaling")
     try:
         tok_dir = resolve_tokenizer(a.tokenizer or s["tok"])
         files = ctok.read_tokenizer_files(tok_dir)
