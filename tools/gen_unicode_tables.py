@@ -100,6 +100,7 @@ def main():
     print(f"// Unicode {unicodedata.unidata_version} (Python {sys.version.split()[0]} unicodedata).")
     print("// Regenerate: /usr/bin/python3 tools/gen_unicode_tables.py > "
           "src/tokenizer/unicode_tables.cpp")
+    print("// clang-format off")
     print('#include "tokenizer/unicode_tables.h"')
     print()
     print("namespace krafla::unicode_tables {")

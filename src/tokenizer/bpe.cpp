@@ -11,29 +11,34 @@
 namespace krafla::tok {
 
 std::optional<int32_t> Vocab::find(std::string_view s) const {
-  // C++20 heterogeneous lookup needs a transparent hash; a temporary string is cheap enough
-  // next to the BPE work per word.
-  auto it = to_id.find(std::string(s));
-  if (it == to_id.end()) return std::nullopt;
-  return it->second;
+  int32_t id = index.find(s, tokens);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
 void Vocab::set(const std::string& token, int32_t id) {
   if (id < 0) throw Error(fmt::format("tokenizer.json: token '{}' has negative id {}", token, id));
-  to_id[token] = id;
   if (static_cast<size_t>(id) >= tokens.size()) tokens.resize(id + 1);
   tokens[id] = token;
+  index.insert(id, tokens);
 }
 
-void BpeModel::read_vocab(const nlohmann::json& model, Vocab& vocab) {
-  const auto& v = model.at("vocab");
-  if (!v.is_object()) throw Error("tokenizer.json: model.vocab is not an object");
-  vocab.to_id.reserve(v.size() * 2);
-  vocab.tokens.resize(v.size());
-  for (const auto& [token, id] : v.items()) vocab.set(token, id.get<int32_t>());
+void BpeModel::read_vocab(TokenizerJson& file, Vocab& vocab) {
+  if (!file.has_vocab) throw Error("tokenizer.json: model.vocab is missing or not an object");
+  vocab.tokens.resize(file.vocab.size());
+  for (auto& [token, id] : file.vocab) {
+    if (id < 0)
+      throw Error(fmt::format("tokenizer.json: token '{}' has negative id {}", token, id));
+    if (static_cast<size_t>(id) >= vocab.tokens.size()) vocab.tokens.resize(id + 1);
+    vocab.tokens[id] = std::move(token);
+  }
+  vocab.index.reserve(vocab.tokens.size() + 8192, vocab.tokens);
+  // In file order, so that a duplicated string keeps its last id (JSON.parse keeps the last).
+  for (const auto& entry : file.vocab) vocab.index.insert(entry.second, vocab.tokens);
+  file.vocab.clear();
 }
 
-BpeModel::BpeModel(const nlohmann::json& model, const Vocab& vocab) {
+BpeModel::BpeModel(const nlohmann::json& model, const TokenizerJson& file, const Vocab& vocab) {
   std::string type = model.value("type", "BPE");
   if (type != "BPE") throw Error(fmt::format("tokenizer.json: unsupported model type '{}'", type));
   for (const char* field : {"continuing_subword_prefix", "end_of_word_suffix"}) {
@@ -51,39 +56,43 @@ BpeModel::BpeModel(const nlohmann::json& model, const Vocab& vocab) {
 
   auto intern = [&](const std::string& s) -> int32_t {
     if (auto id = vocab.find(s)) return *id;
-    auto [it, fresh] = extra_.emplace(s, kExtraBase + static_cast<int32_t>(extra_.size()));
-    return it->second;
+    int32_t e = extra_.find(s, extra_tokens_);
+    if (e < 0) {
+      e = static_cast<int32_t>(extra_tokens_.size());
+      extra_tokens_.push_back(s);
+      extra_.insert(e, extra_tokens_);
+    }
+    return kExtraBase + e;
   };
-  const auto& merges = model.at("merges");
-  merges_.reserve(merges.size() * 2);
+  if (!file.has_merges) throw Error("tokenizer.json: model.merges is missing");
+  merges_.reserve(file.merges.size());
   int32_t rank = 0;
-  for (const auto& m : merges) {
-    std::string a, b;
-    if (m.is_array() && m.size() == 2) {
-      a = m[0].get<std::string>();
-      b = m[1].get<std::string>();
-    } else if (m.is_string()) {
+  std::string a, b, ab;
+  for (const auto& m : file.merges) {
+    if (m.is_pair) {
+      a = m.first;
+      b = m.second;
+    } else {
       // The old "a b" form; like the reference, split at spaces and keep the first two parts.
-      const auto& s = m.get_ref<const std::string&>();
+      const std::string& s = m.first;
       size_t sp = s.find(' ');
       if (sp == std::string::npos)
         throw Error(fmt::format("tokenizer.json: merge {} '{}' has no space", rank, s));
-      a = s.substr(0, sp);
       size_t sp2 = s.find(' ', sp + 1);
-      b = s.substr(sp + 1, sp2 == std::string::npos ? std::string::npos : sp2 - sp - 1);
-    } else {
-      throw Error(fmt::format("tokenizer.json: merge {} is neither \"a b\" nor [a, b]", rank));
+      a.assign(s, 0, sp);
+      b.assign(s, sp + 1, sp2 == std::string::npos ? std::string::npos : sp2 - sp - 1);
     }
     // A pair listed twice keeps its last rank, as the reference's Map(list) does.
-    merges_[key(intern(a), intern(b))] = Merge{rank, intern(a + b)};
+    ab.assign(a).append(b);
+    merges_.put(key(intern(a), intern(b)), Merge{rank, intern(ab)});
     ++rank;
   }
 }
 
 int32_t BpeModel::symbol(std::string_view s, const Vocab& vocab) const {
   if (auto id = vocab.find(s)) return *id;
-  auto it = extra_.find(std::string(s));
-  return it == extra_.end() ? -1 : it->second;
+  int32_t e = extra_.find(s, extra_tokens_);
+  return e < 0 ? -1 : kExtraBase + e;
 }
 
 void BpeModel::emit(std::string_view piece, int32_t sym, const Vocab& vocab,
@@ -153,9 +162,8 @@ void BpeModel::encode_word(std::string_view word, const Vocab& vocab,
     if (l < 0) return;
     int32_t r = nodes[l].next;
     if (r < 0 || nodes[l].sym < 0 || nodes[r].sym < 0) return;
-    auto it = merges_.find(key(nodes[l].sym, nodes[r].sym));
-    if (it != merges_.end())
-      queue.push({it->second.rank, nodes[l].start, l, r, nodes[l].sym, nodes[r].sym});
+    if (const Merge* m = merges_.find(key(nodes[l].sym, nodes[r].sym)))
+      queue.push({m->rank, nodes[l].start, l, r, nodes[l].sym, nodes[r].sym});
   };
   for (int32_t i = 0; i + 1 < static_cast<int32_t>(nodes.size()); ++i) consider(i);
 
@@ -167,7 +175,7 @@ void BpeModel::encode_word(std::string_view word, const Vocab& vocab,
     Node& r = nodes[c.right];
     if (!r.alive || r.sym != c.rsym) continue;
     l.end = r.end;
-    l.sym = merges_.at(key(c.lsym, c.rsym)).result;
+    l.sym = merges_.find(key(c.lsym, c.rsym))->result;
     l.next = r.next;
     r.alive = false;
     if (r.next >= 0) nodes[r.next].prev = c.left;

@@ -9,13 +9,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tokenizer/flat_index.h"
+#include "tokenizer/json_reader.h"
+
 namespace krafla::tok {
 
 // Token strings and ids: the model's vocabulary plus the added tokens (as the reference does,
 // added tokens are looked up like any other token).
 struct Vocab {
-  std::unordered_map<std::string, int32_t> to_id;
   std::vector<std::string> tokens;  // by id; "" for holes
+  TokenIndex index;                 // string -> id
 
   std::optional<int32_t> find(std::string_view s) const;
   void set(const std::string& token, int32_t id);
@@ -23,11 +26,11 @@ struct Vocab {
 
 class BpeModel {
  public:
-  // Fills `vocab` from the "model" object; call before adding the added tokens.
-  static void read_vocab(const nlohmann::json& model, Vocab& vocab);
-  // Reads the merges; `vocab` must be complete (model vocabulary and added tokens), because
-  // merges are keyed by the ids that encode_word() will look up.
-  BpeModel(const nlohmann::json& model, const Vocab& vocab);
+  // Fills `vocab` from model.vocab; call before adding the added tokens.
+  static void read_vocab(TokenizerJson& file, Vocab& vocab);
+  // Reads the options of the "model" object and file.merges; `vocab` must be complete (model
+  // vocabulary and added tokens): merges are keyed by the ids encode_word() will look up.
+  BpeModel(const nlohmann::json& model, const TokenizerJson& file, const Vocab& vocab);
 
   // Encodes one pre-tokenized word, appending ids. `vocab` must be the one given above.
   void encode_word(std::string_view word, const Vocab& vocab, std::vector<int32_t>& out) const;
@@ -46,10 +49,11 @@ class BpeModel {
   static uint64_t key(int32_t a, int32_t b) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
   }
-  std::unordered_map<uint64_t, Merge> merges_;
+  PairMap<Merge> merges_;
   // Strings that occur in merges but not in the vocabulary get symbol ids from kExtraBase up.
   static constexpr int32_t kExtraBase = 1 << 30;
-  std::unordered_map<std::string, int32_t> extra_;
+  std::vector<std::string> extra_tokens_;
+  TokenIndex extra_;
   int32_t unk_id_ = -1;
   bool fuse_unk_ = false;
   bool byte_fallback_ = false;

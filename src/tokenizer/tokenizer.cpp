@@ -97,12 +97,13 @@ void read_post_processor(const nlohmann::json& j, const tok::Vocab& vocab,
 }  // namespace
 
 Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view tokenizer_config) {
-  nlohmann::json j, config = nlohmann::json::object();
+  tok::TokenizerJson file = tok::read_tokenizer_json(tokenizer_json);
+  const nlohmann::json& j = file.rest;
+  nlohmann::json config = nlohmann::json::object();
   try {
-    j = nlohmann::json::parse(tokenizer_json);
     if (!tokenizer_config.empty()) config = nlohmann::json::parse(tokenizer_config);
   } catch (const nlohmann::json::exception& e) {
-    throw Error(fmt::format("tokenizer: invalid JSON: {}", e.what()));
+    throw Error(fmt::format("tokenizer_config.json: invalid JSON: {}", e.what()));
   }
   auto impl = std::make_unique<Impl>();
   try {
@@ -110,7 +111,7 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
     if (model.value("type", "BPE") != "BPE")
       throw Error(
           fmt::format("tokenizer.json: unsupported model type '{}'", model.value("type", "")));
-    tok::BpeModel::read_vocab(model, impl->vocab);
+    tok::BpeModel::read_vocab(file, impl->vocab);
 
     std::vector<std::string> special_strings;
     if (j.contains("added_tokens")) {
@@ -132,7 +133,7 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
           special_strings.push_back(t["content"].get<std::string>());
       }
     }
-    impl->model = std::make_unique<tok::BpeModel>(model, impl->vocab);
+    impl->model = std::make_unique<tok::BpeModel>(model, file, impl->vocab);
 
     // Flags by id; skip_special and the ByteLevel decoder compare token strings, as the
     // reference does, so a vocabulary entry spelled like an added token counts as one.

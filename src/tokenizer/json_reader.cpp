@@ -1,0 +1,155 @@
+#include "tokenizer/json_reader.h"
+
+#include <fmt/format.h>
+
+#include "krafla/error.h"
+
+namespace krafla::tok {
+
+namespace {
+
+using json = nlohmann::json;
+
+class Sax final : public nlohmann::json_sax<json> {
+ public:
+  explicit Sax(TokenizerJson& out) : out_(out) {}
+
+  bool null() override { return value(json()); }
+  bool boolean(bool v) override { return value(json(v)); }
+  bool number_integer(number_integer_t v) override {
+    if (mode_ == Mode::kVocab) return vocab_entry(v);
+    return value(json(v));
+  }
+  bool number_unsigned(number_unsigned_t v) override {
+    if (mode_ == Mode::kVocab) return vocab_entry(static_cast<int64_t>(v));
+    return value(json(v));
+  }
+  bool number_float(number_float_t v, const string_t&) override { return value(json(v)); }
+  bool string(string_t& v) override {
+    if (mode_ == Mode::kMerges) {
+      out_.merges.push_back({std::move(v), {}, false});
+      return true;
+    }
+    if (mode_ == Mode::kMergePair) {
+      pair_.push_back(std::move(v));
+      return true;
+    }
+    return value(json(std::move(v)));
+  }
+  bool binary(binary_t&) override { return value(json()); }
+
+  bool key(string_t& k) override {
+    if (mode_ == Mode::kVocab) {
+      key_ = std::move(k);
+    } else {
+      keys_.back() = std::move(k);
+    }
+    return true;
+  }
+
+  bool start_object(std::size_t) override {
+    if (mode_ != Mode::kDom) return fail("an object inside model.vocab or model.merges");
+    if (at_model_field("vocab")) {
+      mode_ = Mode::kVocab;
+      out_.has_vocab = true;
+      return true;
+    }
+    return open(json::object());
+  }
+  bool end_object() override {
+    if (mode_ == Mode::kVocab) {
+      mode_ = Mode::kDom;
+      return true;
+    }
+    return close();
+  }
+  bool start_array(std::size_t) override {
+    if (mode_ == Mode::kMerges) {
+      mode_ = Mode::kMergePair;
+      pair_.clear();
+      return true;
+    }
+    if (mode_ != Mode::kDom) return fail("nested arrays in model.merges");
+    if (at_model_field("merges")) {
+      mode_ = Mode::kMerges;
+      out_.has_merges = true;
+      return true;
+    }
+    return open(json::array());
+  }
+  bool end_array() override {
+    if (mode_ == Mode::kMergePair) {
+      if (pair_.size() != 2) return fail("a merge that is not a pair of strings");
+      out_.merges.push_back({std::move(pair_[0]), std::move(pair_[1]), true});
+      mode_ = Mode::kMerges;
+      return true;
+    }
+    if (mode_ == Mode::kMerges) {
+      mode_ = Mode::kDom;
+      return true;
+    }
+    return close();
+  }
+
+  bool parse_error(std::size_t pos, const std::string&,
+                   const nlohmann::detail::exception& e) override {
+    throw Error(fmt::format("tokenizer.json: invalid JSON at byte {}: {}", pos, e.what()));
+  }
+
+ private:
+  enum class Mode { kDom, kVocab, kMerges, kMergePair };
+
+  // True when the value about to open is root["model"][field].
+  bool at_model_field(const char* field) const {
+    return stack_.size() == 2 && keys_[0] == "model" && keys_[1] == field;
+  }
+  bool vocab_entry(int64_t id) {
+    out_.vocab.emplace_back(std::move(key_), static_cast<int32_t>(id));
+    return true;
+  }
+  bool fail(const char* what) { throw Error(fmt::format("tokenizer.json: unexpected {}", what)); }
+  // Places v in the current container (or as the root) and returns a pointer to it.
+  json* place(json v) {
+    if (stack_.empty()) {
+      out_.rest = std::move(v);
+      return &out_.rest;
+    }
+    json& top = *stack_.back();
+    if (top.is_object()) return &(top[keys_.back()] = std::move(v));
+    top.push_back(std::move(v));
+    return &top.back();
+  }
+  bool value(json v) {
+    if (mode_ != Mode::kDom) return fail("a non-string value in model.merges or model.vocab");
+    place(std::move(v));
+    return true;
+  }
+  bool open(json v) {
+    stack_.push_back(place(std::move(v)));
+    keys_.emplace_back();
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    keys_.pop_back();
+    return true;
+  }
+
+  TokenizerJson& out_;
+  Mode mode_ = Mode::kDom;
+  std::vector<json*> stack_;
+  std::vector<std::string> keys_;  // the current key at each open level ("" for arrays)
+  std::string key_;
+  std::vector<std::string> pair_;
+};
+
+}  // namespace
+
+TokenizerJson read_tokenizer_json(std::string_view text) {
+  TokenizerJson out;
+  Sax sax(out);
+  json::sax_parse(text.begin(), text.end(), &sax);
+  return out;
+}
+
+}  // namespace krafla::tok
