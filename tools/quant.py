@@ -74,8 +74,10 @@ def _nibbles(b: np.ndarray, d: np.ndarray) -> np.ndarray:
     """ggml's nibble rule: min(15, (int)(x/d + 8.5)) with id = 1/d (0 when d == 0)."""
     with np.errstate(divide="ignore"):
         inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
-    v = b * inv[:, None] + np.float32(8.5)
-    return np.clip(np.trunc(v), 0, 15)
+    v = b * inv[:, None]
+    v += np.float32(8.5)
+    np.floor(v, out=v)          # = trunc here: negatives are clamped to 0 anyway
+    return np.clip(v, 0, 15, out=v)
 
 
 def quantize_q4_0(x: np.ndarray, rule: str = "fit") -> bytes:
@@ -90,7 +92,9 @@ def quantize_q4_0(x: np.ndarray, rule: str = "fit") -> bytes:
 
 
 def _q4_error(b: np.ndarray, d16: np.ndarray, nib: np.ndarray) -> np.ndarray:
-    r = b - d16[:, None] * (nib - np.float32(8))
+    r = nib - np.float32(8)
+    r *= d16[:, None]
+    np.subtract(b, r, out=r)
     return np.einsum("ij,ij->i", r, r)
 
 
@@ -105,7 +109,8 @@ def _quantize_q4_0_fit(b: np.ndarray) -> bytes:
         d = (m / np.float32(c)).astype(np.float32)
         nib = _nibbles(b, d)
         # Least-squares refit of the scale for these nibbles, then requantize once.
-        qv = nib - np.float32(8)
+        qv = nib
+        qv -= np.float32(8)
         den = np.einsum("ij,ij->i", qv, qv)
         with np.errstate(divide="ignore", invalid="ignore"):
             d_ls = np.where(den > 0, np.einsum("ij,ij->i", b, qv) / den, d).astype(np.float32)
@@ -115,7 +120,7 @@ def _quantize_q4_0_fit(b: np.ndarray) -> bytes:
         better = err < best_err
         best_err = np.where(better, err, best_err)
         best_d = np.where(better, d16, best_d)
-        best_nib[better] = n[better]
+        np.copyto(best_nib, n, where=better[:, None])
     return _pack_q4(best_d, best_nib)
 
 
