@@ -29,6 +29,9 @@ namespace {
 constexpr int kTile = 16;
 constexpr size_t kQ4Rec = 32 + 256;  // (tile, block) record bytes
 constexpr size_t kQ8Rec = 32 + 512;
+// Decode prefetch distance, in (tile, block) records ahead of use in each tile stream. 2-8
+// measured alike (+15-30% over no prefetch on Zen 4); 16+ starts to lose.
+constexpr size_t kPrefetchRecs = 8;
 
 // One quantized activation block: the signed quants (broadcast operand), the f32 scale, and
 // c*sum(qs) that turns the unsigned-weight dot back into the signed one.
@@ -114,7 +117,8 @@ void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const
         // Decode is a pure weight stream: ask for records well ahead of use.
 #pragma GCC unroll 16
         for (size_t l = 0; l < kRec; l += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(wb[r] + 8 * kRec + l), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(wb[r] + kPrefetchRecs * kRec + l),
+                       _MM_HINT_T0);
       }
     }
     __m512i ia[R][T];
