@@ -112,6 +112,9 @@ class Checkpoint:
                 files = sorted(set(json.load(f)["weight_map"].values()))
         else:
             files = sorted(p for p in os.listdir(model_dir) if p.endswith(".safetensors"))
+            # Mistral repos also ship consolidated.safetensors (Mistral's own tensor names).
+            hf = [p for p in files if not p.startswith("consolidated")]
+            files = hf or files
         if not files:
             raise SafetensorsError(f"{model_dir}: no *.safetensors file")
         self.files = [SafetensorsFile(os.path.join(model_dir, p)) for p in files]

@@ -179,6 +179,14 @@ class SafetensorsTest(unittest.TestCase):
             self.assertEqual(ck.get("y").dtype, np.float32)
             ck.close()
 
+    def test_consolidated_copy_ignored(self):
+        with tempfile.TemporaryDirectory() as d:
+            st.save_dict(os.path.join(d, "model.safetensors"), {"x": np.ones(3, np.float32)})
+            st.save_dict(os.path.join(d, "consolidated.safetensors"), {"tok_embeddings.weight": np.ones(3, np.float32)})
+            ck = st.Checkpoint(d)
+            self.assertEqual(ck.names(), ["x"])
+            ck.close()
+
 
 # ------------------------------------------------------------------------------ mlb writer
 
