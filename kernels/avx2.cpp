@@ -1,16 +1,14 @@
-// AVX2 (+FMA, F16C) kernels. Same plan as avx512vnni.cpp with 8-row tiles: a ymm holds 8 rows x
-// 4 consecutive bytes, a broadcast 4-byte activation group serves all 8 rows, and every lane
-// ends a block with its own row's exact int32 dot. Without VNNI the u8 x s8 products come from
-// vpmaddubsw (pairs summed into saturating int16) and vpmaddwd (int16 pairs into int32):
-//  * Q4_0 record (tile, block): 8 f16 scales (16 B), then 4 x 32 B where vector k lane r holds
-//    stored bytes 4k..4k+3 of row r (low nibbles: elements 4k.., high: 16+4k..). Nibbles are
-//    the unsigned operand, dot(n, a) = dot(w, a) + 8*sum(a). |pair| <= 2*15*127 = 3810, so the
-//    8 groups of a block sum in int16 (<= 30480 < 32767) before a single vpmaddwd.
-//  * Q8_0 record: 8 f16 scales, then 8 x 32 B (vector g lane r = bytes 4g..4g+3 of row r, as
-//    stored). Signs move to the activation: maddubs(|w|, sign(a, w)); |pair| <= 2*128*127 =
-//    32512 fits int16 but two do not, so each group goes through vpmaddwd.
-//  * acc = fma(float(isum_b), d_w*d_a, acc) per block in a fixed lane for every tile shape:
-//    bitwise batch/range independence.
+// AVX2 (+FMA, F16C) kernels on the row-tiled layout of tiled.h with 8-row tiles: a ymm holds 8
+// rows x 4 quant bytes and a broadcast 4-byte activation group serves all 8 rows. Without VNNI
+// the u8 x s8 products come from vpmaddubsw (pairs into saturating int16) and vpmaddwd (int16
+// pairs into int32):
+//  * Q4_0: nibbles are the unsigned operand, dot(n, a) = dot(w, a) + 8*sum(a). A pair is at most
+//    2*15*127 = 3810, so a block's 8 groups sum in int16 (<= 30480) before one vpmaddwd.
+//  * Q8_0: weights stay signed; the sign moves to the activation, maddubs(|w|, sign(a, w)).
+//    A pair is at most 2*128*127 = 32512: fits int16, but two do not, so every group goes
+//    through vpmaddwd. No correction term (corr = 0).
+//  * acc = fma(float(isum_b), d_w*d_a, acc) per block in the row's lane, whatever the register
+//    tile (4 tiles x 1 token, 2 x 2, 1 x 3-4): bitwise batch/range independence.
 #include <immintrin.h>
 
 #include <cmath>
@@ -18,68 +16,19 @@
 
 #include "kernels/common.h"
 #include "kernels/kernels.h"
+#include "kernels/tiled.h"
 
 namespace krafla::kernels {
 namespace {
 
 constexpr int kTile = 8;
-constexpr size_t kQ4Rec = 16 + 128;  // (tile, block) record bytes
-constexpr size_t kQ8Rec = 16 + 256;
+using L = tiled::Layout<kTile>;
+using tiled::ActBlock;
+using tiled::imin;
+constexpr size_t kQ4Rec = L::kQ4Rec, kQ8Rec = L::kQ8Rec;  // (tile, block) record bytes
 // Decode prefetch distance, in (tile, block) records ahead of use in each tile stream. 2-8
 // measured alike (+15-30% over no prefetch on Zen 4); 16+ starts to lose.
 constexpr size_t kPrefetchRecs = 8;
-
-struct ActBlock {
-  int8_t qs[32];
-  float d;
-  int32_t corr;  // 8*sum(qs) for Q4_0 weights, 0 for Q8_0 (sign trick needs no correction)
-};
-static_assert(sizeof(ActBlock) == 40);
-
-inline int64_t n_tiles(int64_t rows) { return (rows + kTile - 1) / kTile; }
-inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-
-size_t tile_bytes(WType t, int64_t cols) {
-  switch (t) {
-    case WType::F32:
-      return size_t(cols) * kTile * 4;
-    case WType::F16:
-      return size_t(cols) * kTile * 2;
-    case WType::Q8_0:
-      return size_t(cols / kQBlock) * kQ8Rec;
-    case WType::Q4_0:
-      return size_t(cols / kQBlock) * kQ4Rec;
-  }
-  return 0;
-}
-
-void pack_row(WType t, const uint8_t* src, int64_t cols, int lane, uint8_t* tile) {
-  const int64_t nb = cols / kQBlock;
-  switch (t) {
-    case WType::F32:
-      for (int64_t c = 0; c < cols; ++c) std::memcpy(tile + (c * kTile + lane) * 4, src + c * 4, 4);
-      break;
-    case WType::F16:
-      for (int64_t c = 0; c < cols; ++c) std::memcpy(tile + (c * kTile + lane) * 2, src + c * 2, 2);
-      break;
-    case WType::Q8_0:
-      for (int64_t b = 0; b < nb; ++b) {
-        const BlockQ8_0* blk = reinterpret_cast<const BlockQ8_0*>(src) + b;
-        uint8_t* rec = tile + b * kQ8Rec;
-        std::memcpy(rec + lane * 2, &blk->d, 2);
-        for (int g = 0; g < 8; ++g) std::memcpy(rec + 16 + g * 32 + lane * 4, blk->qs + 4 * g, 4);
-      }
-      break;
-    case WType::Q4_0:
-      for (int64_t b = 0; b < nb; ++b) {
-        const BlockQ4_0* blk = reinterpret_cast<const BlockQ4_0*>(src) + b;
-        uint8_t* rec = tile + b * kQ4Rec;
-        std::memcpy(rec + lane * 2, &blk->d, 2);
-        for (int k = 0; k < 4; ++k) std::memcpy(rec + 16 + k * 32 + lane * 4, blk->qs + 4 * k, 4);
-      }
-      break;
-  }
-}
 
 inline __m256i lane_mask(int64_t n) {  // lanes < n all-ones
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(imin(n, 8))),
@@ -137,7 +86,7 @@ void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
           const __m256i v =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + 16 + 32 * k));
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * k));
           lo[r] = _mm256_and_si256(v, m0f);
           hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
         }
@@ -168,7 +117,7 @@ void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const
         __m256i v[R], av[R];
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + 16 + 32 * g));
+          v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * g));
           av[r] = _mm256_abs_epi8(v[r]);
         }
 #pragma GCC unroll 16
@@ -231,65 +180,25 @@ void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const*
     for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
 }
 
-struct MmArgs {
-  const uint8_t* w;  // first row tile of the group
-  size_t tbytes;     // bytes per row tile
-  int64_t cols;
-  const uint8_t* act;  // first token of the group
-  size_t act_bytes;    // bytes per activation row
-  float* out;          // out + tok0 * ld_out + first row of the group
-  int64_t ld_out;
-  const int* valid;  // valid rows per tile of the group
+// The ISA's entry in the shared tiled driver (tiled.h).
+struct Avx2 {
+  static constexpr int kTile = krafla::kernels::kTile;
+  static constexpr int64_t r_step(int64_t tok_step) {
+    return tok_step == 1 ? 4 : tok_step == 2 ? 2 : 1;
+  }
+  // Register tiles the driver may ask for: their accumulators must fit the register file.
+  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
+  template <bool kQ4, int R, int T>
+  static void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a,
+                       float* out, int64_t ld_out, const int* valid) {
+    krafla::kernels::q_kernel<kQ4, R, T>(w, tbytes, nb, a, out, ld_out, valid);
+  }
+  template <bool kF16, int R, int T>
+  static void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x,
+                       float* out, int64_t ld_out, const int* valid) {
+    krafla::kernels::f_kernel<kF16, R, T>(w, tbytes, cols, x, out, ld_out, valid);
+  }
 };
-
-template <WType W, int R, int T>
-void run_tile(const MmArgs& m) {
-  if constexpr (W == WType::Q8_0 || W == WType::Q4_0) {
-    const ActBlock* a[T];
-    for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const ActBlock*>(m.act + t * m.act_bytes);
-    q_kernel<W == WType::Q4_0, R, T>(m.w, m.tbytes, m.cols / kQBlock, a, m.out, m.ld_out, m.valid);
-  } else {
-    const float* x[T];
-    for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const float*>(m.act + t * m.act_bytes);
-    f_kernel<W == WType::F16, R, T>(m.w, m.tbytes, m.cols, x, m.out, m.ld_out, m.valid);
-  }
-}
-
-// 16 ymm registers: 4 tiles x 1 token (decode), 2 x 2, or 1 tile x 3-4 tokens (prefill).
-using TileFn = void (*)(const MmArgs&);
-template <WType W>
-constexpr TileFn kTileFns[4][4] = {
-    {run_tile<W, 1, 1>, run_tile<W, 1, 2>, run_tile<W, 1, 3>, run_tile<W, 1, 4>},
-    {run_tile<W, 2, 1>, run_tile<W, 2, 2>, nullptr, nullptr},
-    {run_tile<W, 3, 1>, nullptr, nullptr, nullptr},
-    {run_tile<W, 4, 1>, nullptr, nullptr, nullptr}};
-
-template <WType W>
-void matmul_t(const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
-              const void* act, int64_t n_tok, float* out, int64_t ld_out) {
-  const size_t tb = tile_bytes(W, cols);
-  const size_t ab = act_row_size(W, cols);
-  const int64_t tok_step = imin(n_tok, 4);
-  const int64_t r_step = tok_step == 1 ? 4 : tok_step == 2 ? 2 : 1;
-  const int64_t i_end = n_tiles(r1);
-  for (int64_t i = r0 / kTile; i < i_end; i += r_step) {
-    const int nr = int(imin(r_step, i_end - i));
-    int valid[4];
-    for (int r = 0; r < nr; ++r) valid[r] = int(imin(kTile, r1 - (i + r) * kTile));
-    for (int64_t tok = 0; tok < n_tok; tok += tok_step) {
-      const int nt = int(imin(tok_step, n_tok - tok));
-      const MmArgs m{static_cast<const uint8_t*>(packed) + i * tb,
-                     tb,
-                     cols,
-                     static_cast<const uint8_t*>(act) + tok * ab,
-                     ab,
-                     out + tok * ld_out + i * kTile,
-                     ld_out,
-                     valid};
-      kTileFns<W>[nr - 1][nt - 1](m);
-    }
-  }
-}
 
 // ---- vector math ----
 
@@ -359,23 +268,14 @@ const char* missing_cpu_feature() { return cpu_missing_for("avx2"); }
 int row_tile() { return kTile; }
 
 size_t packed_size(WType t, int64_t rows, int64_t cols) {
-  return size_t(n_tiles(rows)) * tile_bytes(t, cols);
+  return size_t(L::n_tiles(rows)) * L::tile_bytes(t, cols);
 }
 
 void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, void* dst) {
-  const size_t rb = row_bytes(t, cols), tb = tile_bytes(t, cols);
-  for (int64_t i = r0 / kTile; i < n_tiles(r1); ++i) {
-    uint8_t* tile = static_cast<uint8_t*>(dst) + i * tb;
-    std::memset(tile, 0, tb);  // padding rows of a partial tile: zero scales, zero weights
-    for (int lane = 0; lane < kTile && i * kTile + lane < rows; ++lane)
-      pack_row(t, static_cast<const uint8_t*>(src) + (i * kTile + lane) * rb, cols, lane, tile);
-  }
+  L::pack(t, src, rows, cols, r0, r1, 0, dst);
 }
 
-size_t act_row_size(WType t, int64_t cols) {
-  if (t == WType::F32 || t == WType::F16) return size_t(cols) * 4;
-  return size_t(cols / kQBlock) * sizeof(ActBlock);
-}
+size_t act_row_size(WType t, int64_t cols) { return tiled::act_row_size(t, cols); }
 
 void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
   if (t == WType::F32 || t == WType::F16) {
@@ -416,17 +316,7 @@ void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
 
 void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
             const void* act, int64_t n_tok, float* out, int64_t ld_out) {
-  if (r1 <= r0 || n_tok <= 0) return;
-  switch (t) {
-    case WType::F32:
-      return matmul_t<WType::F32>(packed, rows, cols, r0, r1, act, n_tok, out, ld_out);
-    case WType::F16:
-      return matmul_t<WType::F16>(packed, rows, cols, r0, r1, act, n_tok, out, ld_out);
-    case WType::Q8_0:
-      return matmul_t<WType::Q8_0>(packed, rows, cols, r0, r1, act, n_tok, out, ld_out);
-    case WType::Q4_0:
-      return matmul_t<WType::Q4_0>(packed, rows, cols, r0, r1, act, n_tok, out, ld_out);
-  }
+  tiled::matmul<Avx2>(t, packed, cols, r0, r1, act, n_tok, out, ld_out);
 }
 
 void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {

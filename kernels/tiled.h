@@ -1,0 +1,189 @@
+// The row-tiled layout and the matmul driver shared by the SIMD kernel TUs (avx2.cpp,
+// avx512vnni.cpp); each ISA supplies only its tile height and register-tile kernels.
+//
+// Layout, for a tile of kTile rows:
+//  * F32/F16: column-major inside the tile: kTile values of column c, then column c+1, ...
+//  * Q8_0/Q4_0: one record per (tile, block): kTile f16 scales, then the quants as vectors
+//    of kTile dwords, dword lane r = 4 consecutive quant bytes of row r. Q8_0 has 8 such
+//    vectors (bytes 4g..4g+3, optionally xor 0x80 to make them unsigned), Q4_0 has 4 (stored
+//    bytes 4k..4k+3, whose low nibbles are elements 4k.. and high nibbles 16+4k..).
+//    A 4-byte activation broadcast then feeds one dot instruction for kTile rows, and each
+//    lane ends a block holding its own row's exact int32 sum: no horizontal reductions.
+//  * Tiles follow one another, so a decode thread streams each tile linearly. Rows past the
+//    end of the last tile are zero (scale 0) and never stored.
+//
+// Only one ISA TU is linked into a build and scalar.cpp never includes this, but everything is
+// in an anonymous namespace anyway so no ISA-compiled copy can be shared with baseline code.
+#pragma once
+#include <cstring>
+
+#include "kernels/kernels.h"
+
+namespace krafla::kernels::tiled {
+namespace {
+
+// One quantized activation block: signed quants (the broadcast operand), the f32 scale, and an
+// integer correction the ISA's dot needs (e.g. c*sum(qs) when the weights were made unsigned).
+struct ActBlock {
+  int8_t qs[32];
+  float d;
+  int32_t corr;
+};
+static_assert(sizeof(ActBlock) == 40);
+
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+template <int kTile>
+struct Layout {
+  static constexpr size_t kQ4Rec = 2 * kTile + 16 * kTile;  // scales + 16 quant bytes per row
+  static constexpr size_t kQ8Rec = 2 * kTile + 32 * kTile;
+  static constexpr size_t kQuants = 2 * kTile;  // quants' offset in a record
+
+  static int64_t n_tiles(int64_t rows) { return (rows + kTile - 1) / kTile; }
+
+  static size_t tile_bytes(WType t, int64_t cols) {
+    switch (t) {
+      case WType::F32:
+        return size_t(cols) * kTile * 4;
+      case WType::F16:
+        return size_t(cols) * kTile * 2;
+      case WType::Q8_0:
+        return size_t(cols / kQBlock) * kQ8Rec;
+      case WType::Q4_0:
+        return size_t(cols / kQBlock) * kQ4Rec;
+    }
+    return 0;
+  }
+
+  // Row `src` (stored layout) into lane `lane` of `tile`.
+  static void pack_row(WType t, const uint8_t* src, int64_t cols, int lane, uint8_t q8_xor,
+                       uint8_t* tile) {
+    if (t == WType::F32 || t == WType::F16) {
+      const int es = t == WType::F32 ? 4 : 2;
+      for (int64_t c = 0; c < cols; ++c)
+        std::memcpy(tile + (c * kTile + lane) * es, src + c * es, es);
+      return;
+    }
+    const bool q4 = t == WType::Q4_0;
+    const size_t src_blk = q4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+    const int n_vec = q4 ? 4 : 8;
+    for (int64_t b = 0; b < cols / kQBlock; ++b) {
+      const uint8_t* blk = src + b * src_blk;  // f16 d, then the quant bytes
+      uint8_t* rec = tile + b * (q4 ? kQ4Rec : kQ8Rec);
+      std::memcpy(rec + lane * 2, blk, 2);
+      for (int g = 0; g < n_vec; ++g) {
+        uint8_t* dst = rec + kQuants + g * 4 * kTile + lane * 4;
+        for (int j = 0; j < 4; ++j) dst[j] = blk[2 + 4 * g + j] ^ (q4 ? 0 : q8_xor);
+      }
+    }
+  }
+
+  static void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+                   uint8_t q8_xor, void* dst) {
+    const size_t rb = row_bytes(t, cols), tb = tile_bytes(t, cols);
+    for (int64_t i = r0 / kTile; i < n_tiles(r1); ++i) {
+      uint8_t* tile = static_cast<uint8_t*>(dst) + i * tb;
+      std::memset(tile, 0, tb);
+      for (int lane = 0; lane < kTile && i * kTile + lane < rows; ++lane)
+        pack_row(t, static_cast<const uint8_t*>(src) + (i * kTile + lane) * rb, cols, lane, q8_xor,
+                 tile);
+    }
+  }
+};
+
+inline size_t act_row_size(WType t, int64_t cols) {
+  if (t == WType::F32 || t == WType::F16) return size_t(cols) * 4;
+  return size_t(cols / kQBlock) * sizeof(ActBlock);
+}
+
+// What a register-tile kernel gets: R row tiles x T tokens starting at (tile, token).
+struct MmArgs {
+  const uint8_t* w;  // first row tile of the group
+  size_t tbytes;     // bytes per row tile
+  int64_t cols;
+  const uint8_t* act;  // first token of the group
+  size_t act_bytes;    // bytes per activation row
+  float* out;          // out + tok0 * ld_out + first row of the group
+  int64_t ld_out;
+  const int* valid;  // rows to store per tile of the group (kTile except in the last tile)
+};
+
+template <class K, WType W, int R, int T>
+void run_tile(const MmArgs& m) {
+  if constexpr (W == WType::Q8_0 || W == WType::Q4_0) {
+    const ActBlock* a[T];
+    for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const ActBlock*>(m.act + t * m.act_bytes);
+    K::template q_kernel<W == WType::Q4_0, R, T>(m.w, m.tbytes, m.cols / kQBlock, a, m.out,
+                                                 m.ld_out, m.valid);
+  } else {
+    const float* x[T];
+    for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const float*>(m.act + t * m.act_bytes);
+    K::template f_kernel<W == WType::F16, R, T>(m.w, m.tbytes, m.cols, x, m.out, m.ld_out, m.valid);
+  }
+}
+
+using TileFn = void (*)(const MmArgs&);
+template <class K, WType W, int R, int T>
+constexpr TileFn tile_fn() {
+  if constexpr (K::supports(R, T)) {
+    return run_tile<K, W, R, T>;
+  } else {
+    return nullptr;
+  }
+}
+template <class K, WType W>
+constexpr TileFn kTileFns[4][4] = {
+    {tile_fn<K, W, 1, 1>(), tile_fn<K, W, 1, 2>(), tile_fn<K, W, 1, 3>(), tile_fn<K, W, 1, 4>()},
+    {tile_fn<K, W, 2, 1>(), tile_fn<K, W, 2, 2>(), tile_fn<K, W, 2, 3>(), tile_fn<K, W, 2, 4>()},
+    {tile_fn<K, W, 3, 1>(), tile_fn<K, W, 3, 2>(), tile_fn<K, W, 3, 3>(), tile_fn<K, W, 3, 4>()},
+    {tile_fn<K, W, 4, 1>(), tile_fn<K, W, 4, 2>(), tile_fn<K, W, 4, 3>(), tile_fn<K, W, 4, 4>()}};
+
+// Rows outer, tokens inner: a group of row tiles stays in cache while every token group streams
+// past it. The register-tile shape may vary (remainders), the per-lane arithmetic never does,
+// which is what makes each output bitwise independent of n_tok, r0 and r1.
+template <class K, WType W>
+void matmul_t(const void* packed, int64_t cols, int64_t r0, int64_t r1, const void* act,
+              int64_t n_tok, float* out, int64_t ld_out) {
+  constexpr int kTile = K::kTile;
+  const size_t tb = Layout<kTile>::tile_bytes(W, cols);
+  const size_t ab = tiled::act_row_size(W, cols);
+  const int64_t tok_step = imin(n_tok, 4);
+  const int64_t r_step = K::r_step(tok_step);
+  const int64_t i_end = Layout<kTile>::n_tiles(r1);
+  for (int64_t i = r0 / kTile; i < i_end; i += r_step) {
+    const int nr = int(imin(r_step, i_end - i));
+    int valid[4];
+    for (int r = 0; r < nr; ++r) valid[r] = int(imin(kTile, r1 - (i + r) * kTile));
+    for (int64_t tok = 0; tok < n_tok; tok += tok_step) {
+      const int nt = int(imin(tok_step, n_tok - tok));
+      const MmArgs m{static_cast<const uint8_t*>(packed) + i * tb,
+                     tb,
+                     cols,
+                     static_cast<const uint8_t*>(act) + tok * ab,
+                     ab,
+                     out + tok * ld_out + i * kTile,
+                     ld_out,
+                     valid};
+      kTileFns<K, W>[nr - 1][nt - 1](m);
+    }
+  }
+}
+
+template <class K>
+void matmul(WType t, const void* packed, int64_t cols, int64_t r0, int64_t r1, const void* act,
+            int64_t n_tok, float* out, int64_t ld_out) {
+  if (r1 <= r0 || n_tok <= 0) return;
+  switch (t) {
+    case WType::F32:
+      return matmul_t<K, WType::F32>(packed, cols, r0, r1, act, n_tok, out, ld_out);
+    case WType::F16:
+      return matmul_t<K, WType::F16>(packed, cols, r0, r1, act, n_tok, out, ld_out);
+    case WType::Q8_0:
+      return matmul_t<K, WType::Q8_0>(packed, cols, r0, r1, act, n_tok, out, ld_out);
+    case WType::Q4_0:
+      return matmul_t<K, WType::Q4_0>(packed, cols, r0, r1, act, n_tok, out, ld_out);
+  }
+}
+
+}  // namespace
+}  // namespace krafla::kernels::tiled
