@@ -670,3 +670,24 @@ class TokenizerHelpersTest(unittest.TestCase):
         self.assertEqual(ctok.guess_chat_template({"model": {"vocab": {"<s>": 0, "</s>": 1, "▁": 2}}},
                                                   {"chat_template": "<start_of_turn>user"}), "")
         self.assertEqual(ctok.guess_chat_template({"model": {"vocab": {"a": 0}}}, {"chat_template": "[INST]"}), "llama2")
+
+
+@unittest.skipUnless(os.path.isfile(os.path.join(REPO, ".models", "tokenizers", "llama3", "tokenizer.json")),
+                     "run scripts/fetch_tokenizers.sh")
+class Llama3ShapeTest(unittest.TestCase):
+    def test_llama3_1b_config_normalizes(self):
+        """The llama3-1b shape (not generated here: 1.2B weights) gives a config that convert
+        normalizes with llama3 rope scaling, tied embeddings and the llama3 chat template."""
+        tdir = gen_random.resolve_tokenizer("llama3")
+        files = ctok.read_tokenizer_files(tdir)
+        tj, tc = json.loads(files["tokenizer.json"]), json.loads(files["tokenizer_config.json"])
+        s = gen_random.SHAPES["llama3-1b"]
+        n = ctok.vocab_size(tj)
+        cfg = gen_random.make_config("llama", s, n, 128000, 128001, "bf16")
+        self.assertEqual(cfg["rope_scaling"]["rope_type"], "llama3")
+        self.assertNotIn("lm_head.weight", gen_random.tensor_specs(s, n))
+        c = convert.normalize_config(cfg, {"eos_token_id": [128001, 128009]}, tj, tc)
+        self.assertEqual((c["n_vocab"], c["tie_embeddings"], c["chat_template"], c["eos_ids"]),
+                         (128256, True, "llama3", [128001, 128009]))
+        base, _ = convert.compute_rope({"rope_theta": 500000.0}, 64)
+        self.assertAlmostEqual(c["rope_freqs"][-1], base[-1] / 32)
