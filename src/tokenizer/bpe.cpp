@@ -26,15 +26,16 @@ void Vocab::set(const std::string& token, int32_t id) {
 void BpeModel::read_vocab(TokenizerJson& file, Vocab& vocab) {
   if (!file.has_vocab) throw Error("tokenizer.json: model.vocab is missing or not an object");
   vocab.tokens.resize(file.vocab.size());
-  for (auto& [token, id] : file.vocab) {
-    if (id < 0)
-      throw Error(fmt::format("tokenizer.json: token '{}' has negative id {}", token, id));
-    if (static_cast<size_t>(id) >= vocab.tokens.size()) vocab.tokens.resize(id + 1);
-    vocab.tokens[id] = std::move(token);
+  for (const auto& e : file.vocab) {
+    if (e.id < 0)
+      throw Error(fmt::format("tokenizer.json: token '{}' has negative id {}",
+                              file.view(e.offset, e.length), e.id));
+    if (static_cast<size_t>(e.id) >= vocab.tokens.size()) vocab.tokens.resize(e.id + 1);
+    vocab.tokens[e.id] = file.view(e.offset, e.length);
   }
   vocab.index.reserve(vocab.tokens.size() + 8192, vocab.tokens);
   // In file order, so that a duplicated string keeps its last id (JSON.parse keeps the last).
-  for (const auto& entry : file.vocab) vocab.index.insert(entry.second, vocab.tokens);
+  for (const auto& e : file.vocab) vocab.index.insert(e.id, vocab.tokens);
   file.vocab.clear();
 }
 
@@ -54,12 +55,12 @@ BpeModel::BpeModel(const nlohmann::json& model, const TokenizerJson& file, const
   for (int b = 0; b < 256; ++b)
     byte_ids_[b] = vocab.find(fmt::format("<0x{:02X}>", b)).value_or(-1);
 
-  auto intern = [&](const std::string& s) -> int32_t {
+  auto intern = [&](std::string_view s) -> int32_t {
     if (auto id = vocab.find(s)) return *id;
     int32_t e = extra_.find(s, extra_tokens_);
     if (e < 0) {
       e = static_cast<int32_t>(extra_tokens_.size());
-      extra_tokens_.push_back(s);
+      extra_tokens_.emplace_back(s);
       extra_.insert(e, extra_tokens_);
     }
     return kExtraBase + e;
@@ -67,23 +68,10 @@ BpeModel::BpeModel(const nlohmann::json& model, const TokenizerJson& file, const
   if (!file.has_merges) throw Error("tokenizer.json: model.merges is missing");
   merges_.reserve(file.merges.size());
   int32_t rank = 0;
-  std::string a, b, ab;
   for (const auto& m : file.merges) {
-    if (m.is_pair) {
-      a = m.first;
-      b = m.second;
-    } else {
-      // The old "a b" form; like the reference, split at spaces and keep the first two parts.
-      const std::string& s = m.first;
-      size_t sp = s.find(' ');
-      if (sp == std::string::npos)
-        throw Error(fmt::format("tokenizer.json: merge {} '{}' has no space", rank, s));
-      size_t sp2 = s.find(' ', sp + 1);
-      a.assign(s, 0, sp);
-      b.assign(s, sp + 1, sp2 == std::string::npos ? std::string::npos : sp2 - sp - 1);
-    }
+    std::string_view a = file.view(m.offset, m.left), b = file.view(m.offset + m.left, m.right);
+    std::string_view ab = file.view(m.offset, m.left + m.right);
     // A pair listed twice keeps its last rank, as the reference's Map(list) does.
-    ab.assign(a).append(b);
     merges_.put(key(intern(a), intern(b)), Merge{rank, intern(ab)});
     ++rank;
   }

@@ -27,11 +27,23 @@ class Sax final : public nlohmann::json_sax<json> {
   bool number_float(number_float_t v, const string_t&) override { return value(json(v)); }
   bool string(string_t& v) override {
     if (mode_ == Mode::kMerges) {
-      out_.merges.push_back({std::move(v), {}, false});
+      // The old "a b" form; like the reference, split at spaces and keep the first two parts.
+      size_t sp = v.find(' ');
+      if (sp == std::string::npos)
+        throw Error(
+            fmt::format("tokenizer.json: merge {} '{}' has no space", out_.merges.size(), v));
+      size_t sp2 = v.find(' ', sp + 1);
+      size_t right = (sp2 == std::string::npos ? v.size() : sp2) - sp - 1;
+      auto offset = static_cast<uint32_t>(out_.arena.size());
+      out_.arena.append(v, 0, sp).append(v, sp + 1, right);
+      out_.merges.push_back({offset, static_cast<uint32_t>(sp), static_cast<uint32_t>(right)});
       return true;
     }
     if (mode_ == Mode::kMergePair) {
-      pair_.push_back(std::move(v));
+      if (pair_parts_ == 0) pair_offset_ = static_cast<uint32_t>(out_.arena.size());
+      if (pair_parts_ < 2) pair_len_[pair_parts_] = static_cast<uint32_t>(v.size());
+      out_.arena.append(v);
+      ++pair_parts_;
       return true;
     }
     return value(json(std::move(v)));
@@ -52,6 +64,7 @@ class Sax final : public nlohmann::json_sax<json> {
     if (at_model_field("vocab")) {
       mode_ = Mode::kVocab;
       out_.has_vocab = true;
+      out_.vocab.reserve(1 << 16);
       return true;
     }
     return open(json::object());
@@ -66,21 +79,22 @@ class Sax final : public nlohmann::json_sax<json> {
   bool start_array(std::size_t) override {
     if (mode_ == Mode::kMerges) {
       mode_ = Mode::kMergePair;
-      pair_.clear();
+      pair_parts_ = 0;
       return true;
     }
     if (mode_ != Mode::kDom) return fail("nested arrays in model.merges");
     if (at_model_field("merges")) {
       mode_ = Mode::kMerges;
       out_.has_merges = true;
+      out_.merges.reserve(1 << 16);
       return true;
     }
     return open(json::array());
   }
   bool end_array() override {
     if (mode_ == Mode::kMergePair) {
-      if (pair_.size() != 2) return fail("a merge that is not a pair of strings");
-      out_.merges.push_back({std::move(pair_[0]), std::move(pair_[1]), true});
+      if (pair_parts_ != 2) return fail("a merge that is not a pair of strings");
+      out_.merges.push_back({pair_offset_, pair_len_[0], pair_len_[1]});
       mode_ = Mode::kMerges;
       return true;
     }
@@ -104,7 +118,9 @@ class Sax final : public nlohmann::json_sax<json> {
     return stack_.size() == 2 && keys_[0] == "model" && keys_[1] == field;
   }
   bool vocab_entry(int64_t id) {
-    out_.vocab.emplace_back(std::move(key_), static_cast<int32_t>(id));
+    auto offset = static_cast<uint32_t>(out_.arena.size());
+    out_.arena.append(key_);
+    out_.vocab.push_back({offset, static_cast<uint32_t>(key_.size()), static_cast<int32_t>(id)});
     return true;
   }
   bool fail(const char* what) { throw Error(fmt::format("tokenizer.json: unexpected {}", what)); }
@@ -140,13 +156,15 @@ class Sax final : public nlohmann::json_sax<json> {
   std::vector<json*> stack_;
   std::vector<std::string> keys_;  // the current key at each open level ("" for arrays)
   std::string key_;
-  std::vector<std::string> pair_;
+  int pair_parts_ = 0;
+  uint32_t pair_offset_ = 0, pair_len_[2] = {0, 0};
 };
 
 }  // namespace
 
 TokenizerJson read_tokenizer_json(std::string_view text) {
   TokenizerJson out;
+  out.arena.reserve(text.size() / 2);
   Sax sax(out);
   json::sax_parse(text.begin(), text.end(), &sax);
   return out;

@@ -13,15 +13,26 @@ namespace krafla::tok {
 
 struct TokenizerJson {
   nlohmann::json rest;  // the document without model.vocab and model.merges
-  std::vector<std::pair<std::string, int32_t>> vocab;  // model.vocab, in file order
+  // The strings of model.vocab and model.merges, back to back in one buffer (a million small
+  // std::strings would cost more than the parse).
+  std::string arena;
+  struct VocabEntry {
+    uint32_t offset, length;
+    int32_t id;
+  };
+  std::vector<VocabEntry> vocab;  // in file order
   bool has_vocab = false;
-  // model.merges as written: "a b" strings have second empty and is_pair false.
+  // A merge "a b" or ["a", "b"]: a = arena[offset, +left), b right after it, so a+b is the
+  // contiguous arena[offset, +left+right).
   struct MergeEntry {
-    std::string first, second;
-    bool is_pair;
+    uint32_t offset, left, right;
   };
   std::vector<MergeEntry> merges;
   bool has_merges = false;
+
+  std::string_view view(uint32_t offset, uint32_t length) const {
+    return std::string_view(arena).substr(offset, length);
+  }
 };
 
 // Throws krafla::Error with the parser's message on malformed JSON.
