@@ -139,8 +139,9 @@ int unicode_to_byte(char32_t cp) { return cp < 324 ? byte_tables().to_byte[cp] :
 
 std::unique_ptr<PreTokenizer> PreTokenizer::metaspace(std::string replacement,
                                                       bool prepend_first_only) {
+  // transformers builds it with split=False: SentencePiece keeps runs of "▁" together.
   return std::make_unique<Metaspace>(std::move(replacement),
-                                     prepend_first_only ? "first" : "always", true);
+                                     prepend_first_only ? "first" : "always", false);
 }
 
 std::unique_ptr<PreTokenizer> PreTokenizer::from_json(const nlohmann::json& j) {

@@ -161,8 +161,7 @@ constexpr std::string_view kLlama3 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kQwen2 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-// Qwen3.5 keeps combining marks with the letters they modify (not yet checked against a real
-// Qwen3.5 tokenizer.json: if its string differs, the error below names it).
+// Qwen3.5 keeps combining marks with the letters they modify.
 constexpr std::string_view kQwen35 =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kGpt2 =
@@ -170,12 +169,17 @@ constexpr std::string_view kGpt2 =
 
 }  // namespace
 
-std::unique_ptr<SplitPattern> SplitPattern::from_regex(std::string_view regex) {
+std::unique_ptr<SplitPattern> SplitPattern::from_regex(std::string_view regex_in) {
+  // Some converters spell the case-insensitive group out for engines without (?i:...).
+  std::string regex(regex_in);
+  constexpr std::string_view kSpelled = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])";
+  if (regex.starts_with(kSpelled))
+    regex.replace(0, kSpelled.size(), "(?i:'s|'t|'re|'ve|'m|'ll|'d)");
   if (regex == kLlama3) return std::make_unique<Llama3Pattern>(3, false);
   if (regex == kQwen2) return std::make_unique<Llama3Pattern>(1, false);
   if (regex == kQwen35) return std::make_unique<Llama3Pattern>(1, true);
   if (regex == kGpt2) return gpt2();
-  throw Error(fmt::format("tokenizer.json: unsupported pre-tokenizer Split regex '{}'", regex));
+  throw Error(fmt::format("tokenizer.json: unsupported pre-tokenizer Split regex '{}'", regex_in));
 }
 
 std::unique_ptr<SplitPattern> SplitPattern::literal(std::string needle) {

@@ -10,7 +10,13 @@ import { TokenizerLoader } from "@lenml/tokenizers";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const modelsDir = process.env.KRAFLA_TOKENIZERS ?? path.join(here, "../../.models/tokenizers");
-const names = process.argv.length > 2 ? process.argv.slice(2) : ["llama2", "llama3", "llama3_1", "qwen3", "gemma3"];
+// A fixture name is a tokenizer folder, or a folder plus tokenizer_config.json overrides.
+const variants = {
+  // transformers' LlamaTokenizer with legacy=false: Metaspace pre-tokenizer, "▁" trick.
+  llama2_nonlegacy: { dir: "llama2", config: { legacy: false } },
+};
+const names = process.argv.length > 2 ? process.argv.slice(2)
+  : ["llama2", "llama3", "llama3_1", "qwen3", "gemma3", ...Object.keys(variants)];
 const texts = JSON.parse(fs.readFileSync(path.join(here, "texts.json"), "utf8"));
 
 // The reference throws on decode([]); Hugging Face returns "".
@@ -18,10 +24,14 @@ const decode = (tok, ids, opts) => (ids.length === 0 ? "" : tok.decode(ids, opts
 
 fs.mkdirSync(path.join(here, "fixtures"), { recursive: true });
 for (const name of names) {
-  const dir = path.join(modelsDir, name);
+  const variant = variants[name] ?? { dir: name, config: {} };
+  const dir = path.join(modelsDir, variant.dir);
   const tok = TokenizerLoader.fromPreTrained({
     tokenizerJSON: JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")),
-    tokenizerConfig: JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8")),
+    tokenizerConfig: {
+      ...JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8")),
+      ...variant.config,
+    },
   });
   const cases = texts.map((text) => {
     const ids = tok.encode(text, { add_special_tokens: true });
@@ -35,7 +45,8 @@ for (const name of names) {
     };
   });
   const out = {
-    tokenizer: name,
+    tokenizer: variant.dir,
+    config_overrides: variant.config,
     reference: "@lenml/tokenizers@3.7.2",
     texts: "texts.json",
     count: texts.length,

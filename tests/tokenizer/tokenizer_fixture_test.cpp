@@ -36,18 +36,19 @@ class FixtureTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FixtureTest, MatchesReference) {
   const std::string name = GetParam();
-  fs::path dir = tokenizer_dir(name);
+  fs::path here = fs::path(KRAFLA_SOURCE_DIR) / "tests" / "tokenizer";
+  auto fixture = nlohmann::json::parse(read_file(here / "fixtures" / (name + ".json")));
+  fs::path dir = tokenizer_dir(fixture["tokenizer"].get<std::string>());
   if (!fs::exists(dir / "tokenizer.json"))
     GTEST_SKIP() << dir << "/tokenizer.json is missing: run scripts/fetch_tokenizers.sh";
-  fs::path here = fs::path(KRAFLA_SOURCE_DIR) / "tests" / "tokenizer";
   auto texts = nlohmann::json::parse(read_file(here / "texts.json"));
-  auto fixture = nlohmann::json::parse(read_file(here / "fixtures" / (name + ".json")));
   ASSERT_EQ(fixture["count"].get<size_t>(), texts.size())
       << "texts.json changed since the fixtures were made: run node gen_fixtures.mjs";
 
   auto t0 = std::chrono::steady_clock::now();
-  auto tok = krafla::Tokenizer::from_json(read_file(dir / "tokenizer.json"),
-                                          read_file(dir / "tokenizer_config.json"));
+  auto config = nlohmann::json::parse(read_file(dir / "tokenizer_config.json"));
+  if (fixture.contains("config_overrides")) config.update(fixture["config_overrides"]);
+  auto tok = krafla::Tokenizer::from_json(read_file(dir / "tokenizer.json"), config.dump());
   auto t1 = std::chrono::steady_clock::now();
 
   size_t passed = 0, shown = 0;
@@ -91,6 +92,7 @@ TEST_P(FixtureTest, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, FixtureTest,
-                         ::testing::Values("llama2", "llama3", "llama3_1", "qwen3", "gemma3"));
+                         ::testing::Values("llama2", "llama3", "llama3_1", "qwen3", "gemma3",
+                                           "llama2_nonlegacy"));
 
 }  // namespace

@@ -84,6 +84,29 @@ TEST(Tokenizer, TinyBpeBothMergeForms) {
   }
 }
 
+// The pre-0.19 SentencePiece form: Metaspace pre-tokenizer and decoder instead of normalizers.
+TEST(Tokenizer, MetaspaceForm) {
+  std::string json = R"({"model": {"type": "BPE", "vocab": {"\u2581": 0, "a": 1, "b": 2,
+      "\u2581a": 3, "\u2581b": 4, "<s>": 5}, "merges": ["\u2581 a", "\u2581 b"]},
+      "added_tokens": [{"id": 5, "content": "<s>", "special": true}],
+      "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": true},
+      "decoder": {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": true},
+      "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>",
+      "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]}})";
+  auto t = Tokenizer::from_json(json, R"({"bos_token": {"content": "<s>"}})");
+  EXPECT_EQ(t.encode("a b"), (std::vector<int32_t>{5, 3, 4}));
+  EXPECT_EQ(t.encode("a  b", false), (std::vector<int32_t>{3, 0, 4}));
+  EXPECT_EQ(t.decode(std::vector<int32_t>{3, 0, 4}), "a  b");
+  EXPECT_EQ(t.decode(std::vector<int32_t>{5, 3, 4}, true), "a b");
+  EXPECT_EQ(t.bos_id(), 5);
+}
+
+TEST(SplitPattern, SpelledOutCaseGroupIsTheSamePattern) {
+  auto p = krafla::tok::SplitPattern::from_regex(
+      R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)");
+  EXPECT_EQ(p->find_all("I'M").size(), 2u);
+}
+
 TEST(Tokenizer, UnknownPiecesAreRefusedByName) {
   std::string e = error_of([] {
     Tokenizer::from_json(tiny("[]", R"({"type": "Split", "pattern": {"Regex": "\\w+"}})"), "");
