@@ -50,14 +50,18 @@ def full_decomposition(cp):
     return out
 
 
-def emit_ranges(name, rs):
-    print(f"const CodepointRange {name}[] = {{")
-    for i in range(0, len(rs), 4):
-        row = ", ".join(f"{{0x{a:X}, 0x{b:X}}}" for a, b in rs[i:i + 4])
-        print(f"    {row},")
+def emit_array(ctype, name, rows, per_line, fmt, with_size=True):
+    print(f"const {ctype} {name}[] = {{")
+    for i in range(0, len(rows), per_line):
+        print("    " + ", ".join(fmt(r) for r in rows[i:i + per_line]) + ",")
     print("};")
-    print(f"const size_t {name}_size = sizeof({name}) / sizeof({name}[0]);")
+    if with_size:
+        print(f"const size_t {name}_size = sizeof({name}) / sizeof({name}[0]);")
     print()
+
+
+def emit_ranges(name, rs):
+    emit_array("CodepointRange", name, rs, 4, lambda r: f"{{0x{r[0]:X}, 0x{r[1]:X}}}")
 
 
 def main():
@@ -110,33 +114,18 @@ def main():
     emit_ranges("kLetter", letters)
     emit_ranges("kNumber", numbers)
     emit_ranges("kMark", marks)
-    print("const CombiningClassRange kCombiningClass[] = {")
-    for i in range(0, len(ccc), 4):
-        print("    " + ", ".join(f"{{0x{a:X}, 0x{b:X}, {c}}}" for a, b, c in ccc[i:i + 4]) + ",")
-    print("};")
-    print("const size_t kCombiningClass_size = sizeof(kCombiningClass) / sizeof(kCombiningClass[0]);")
-    print()
+    emit_array("CombiningClassRange", "kCombiningClass", ccc, 4,
+               lambda r: f"{{0x{r[0]:X}, 0x{r[1]:X}, {r[2]}}}")
     flat = []
     entries = []
     for cp, d in decomp:
         entries.append((cp, len(flat), len(d)))
         flat.extend(d)
-    print("const char32_t kDecompositionData[] = {")
-    for i in range(0, len(flat), 8):
-        print("    " + ", ".join(f"0x{c:X}" for c in flat[i:i + 8]) + ",")
-    print("};")
-    print("const Decomposition kDecomposition[] = {")
-    for i in range(0, len(entries), 4):
-        print("    " + ", ".join(f"{{0x{c:X}, {o}, {n}}}" for c, o, n in entries[i:i + 4]) + ",")
-    print("};")
-    print("const size_t kDecomposition_size = sizeof(kDecomposition) / sizeof(kDecomposition[0]);")
-    print()
-    print("const Composition kComposition[] = {")
-    for i in range(0, len(compose), 3):
-        print("    " + ", ".join(f"{{0x{a:X}, 0x{b:X}, 0x{c:X}}}" for a, b, c in compose[i:i + 3]) + ",")
-    print("};")
-    print("const size_t kComposition_size = sizeof(kComposition) / sizeof(kComposition[0]);")
-    print()
+    emit_array("char32_t", "kDecompositionData", flat, 8, lambda c: f"0x{c:X}", with_size=False)
+    emit_array("Decomposition", "kDecomposition", entries, 4,
+               lambda e: f"{{0x{e[0]:X}, {e[1]}, {e[2]}}}")
+    emit_array("Composition", "kComposition", compose, 3,
+               lambda c: f"{{0x{c[0]:X}, 0x{c[1]:X}, 0x{c[2]:X}}}")
     print("}  // namespace krafla::unicode_tables")
 
 

@@ -56,15 +56,10 @@ size_t whitespace_tail(const Codepoints& t, size_t p) {
   return e - 1;
 }
 
-// Llama 3 / Qwen2 family:
-//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}
-//   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-// With marks_with_letters (Qwen3.5), letters are [\p{L}\p{M}] and marks leave the "other" class.
-class Llama3Pattern final : public SplitPattern {
+// A pattern whose alternatives cover every character: find-all is a scan that takes the
+// match at each position in turn.
+class ScanPattern : public SplitPattern {
  public:
-  Llama3Pattern(size_t max_digits, bool marks_with_letters)
-      : max_digits_(max_digits), marks_(marks_with_letters) {}
-
   std::vector<Span> find_all(std::string_view text) const override {
     Codepoints t(text);
     std::vector<Span> out;
@@ -77,13 +72,26 @@ class Llama3Pattern final : public SplitPattern {
     return out;
   }
 
+ protected:
+  virtual size_t match_at(const Codepoints& t, size_t p) const = 0;  // end of the match at p
+};
+
+// Llama 3 / Qwen2 family:
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}
+//   | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// With marks_with_letters (Qwen3.5), letters are [\p{L}\p{M}] and marks leave the "other" class.
+class Llama3Pattern final : public ScanPattern {
+ public:
+  Llama3Pattern(size_t max_digits, bool marks_with_letters)
+      : max_digits_(max_digits), marks_(marks_with_letters) {}
+
  private:
   bool letter(char32_t c) const { return unicode::is_letter(c) || (marks_ && unicode::is_mark(c)); }
   bool other(char32_t c) const {
     return !unicode::is_js_space(c) && !letter(c) && !unicode::is_number(c);
   }
 
-  size_t match_at(const Codepoints& t, size_t p) const {
+  size_t match_at(const Codepoints& t, size_t p) const override {
     if (size_t n = contraction(t, p, true)) return p + n;
     auto is_letter = [&](char32_t c) { return letter(c); };
     char32_t c = t.cp[p];
@@ -112,25 +120,12 @@ class Llama3Pattern final : public SplitPattern {
 };
 
 // GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-class Gpt2Pattern final : public SplitPattern {
- public:
-  std::vector<Span> find_all(std::string_view text) const override {
-    Codepoints t(text);
-    std::vector<Span> out;
-    for (size_t p = 0; p < t.size();) {
-      size_t e = match_at(t, p);
-      if (e == p) e = p + 1;
-      out.emplace_back(t.at[p], t.at[e]);
-      p = e;
-    }
-    return out;
-  }
-
+class Gpt2Pattern final : public ScanPattern {
  private:
   static bool other(char32_t c) {
     return !unicode::is_js_space(c) && !unicode::is_letter(c) && !unicode::is_number(c);
   }
-  static size_t match_at(const Codepoints& t, size_t p) {
+  size_t match_at(const Codepoints& t, size_t p) const override {
     if (size_t n = contraction(t, p, false)) return p + n;
     for (auto cls : {+[](char32_t c) { return unicode::is_letter(c); },
                      +[](char32_t c) { return unicode::is_number(c); }, +other}) {
