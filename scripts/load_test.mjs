@@ -1,0 +1,139 @@
+#!/usr/bin/env node
+// Bounded loopback load test of ml_server: N requests from C concurrent clients (half streamed,
+// half whole; chat and completions), each checked for a complete, well-formed answer. Prints
+// failures (must be 0) and latency percentiles; exits 1 on any failure. Node >= 18, no packages.
+//
+//   node scripts/load_test.mjs --server build/ml_server --model model.mlb [--requests 200]
+//   node scripts/load_test.mjs --url http://127.0.0.1:8080 [--api-key KEY]
+import { spawn } from 'node:child_process';
+import { parseArgs } from 'node:util';
+
+const { values: opt } = parseArgs({
+  options: {
+    url: { type: 'string' },
+    server: { type: 'string' },
+    model: { type: 'string' },
+    'api-key': { type: 'string', default: process.env.KRAFLA_API_KEY ?? '' },
+    requests: { type: 'string', default: '200' },
+    concurrency: { type: 'string', default: '8' },
+    'max-tokens': { type: 'string', default: '16' },
+    threads: { type: 'string', default: '2' },
+    'time-limit': { type: 'string', default: '240' },  // seconds for the whole run
+  },
+});
+const N = Number(opt.requests);
+const C = Number(opt.concurrency);
+const MAX_TOKENS = Number(opt['max-tokens']);
+
+function fail(msg) {
+  console.error(`load_test: error: ${msg}`);
+  process.exit(2);
+}
+
+// Starts ml_server on a free port when --server is given; resolves to its base URL.
+function startServer() {
+  if (!opt.model) fail('--server needs --model FILE.mlb');
+  const proc = spawn(opt.server, ['-m', opt.model, '--port', '0', '-t', opt.threads, '--ctx', '512', '-q'],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  return new Promise((resolve, reject) => {
+    proc.stderr.on('data', (d) => {
+      log += d;
+      const m = /on (http:\/\/\S+)/.exec(log);
+      if (m) resolve({ url: m[1], proc });
+    });
+    proc.on('exit', (code) => reject(new Error(`ml_server exited with ${code}:\n${log}`)));
+  });
+}
+
+function requestFor(i) {
+  const stream = i % 2 === 1;
+  const body = { max_tokens: MAX_TOKENS, temperature: 0.7, top_k: 40, seed: i, stream };
+  // Every fourth request repeats the previous conversation's opening, so some prompts reuse
+  // the KV cache and some do not.
+  if (i % 4 < 2) {
+    body.messages = [{ role: 'system', content: 'You answer briefly.' },
+                     { role: 'user', content: `Question ${Math.floor(i / 4)}: what is a fjord?` }];
+    return { path: '/v1/chat/completions', body, stream };
+  }
+  body.prompt = `Request ${i}: the weather in Reykjavik is`;
+  return { path: '/v1/completions', body, stream };
+}
+
+// One request; throws with the reason if the answer is not complete and well formed.
+async function runOne(base, i) {
+  const { path, body, stream } = requestFor(i);
+  const headers = { 'Content-Type': 'application/json' };
+  if (opt['api-key']) headers.Authorization = `Bearer ${opt['api-key']}`;
+  const r = await fetch(base + path, { method: 'POST', headers, body: JSON.stringify(body) });
+  const text = await r.text();
+  if (r.status !== 200) throw new Error(`HTTP ${r.status}: ${text.slice(0, 200)}`);
+  if (!stream) {
+    const j = JSON.parse(text);
+    if (!j.choices?.[0]?.finish_reason || !j.usage) throw new Error('incomplete response');
+    return;
+  }
+  const events = text.split('\n\n');
+  if (events.pop() !== '' || events.at(-1) !== 'data: [DONE]') throw new Error('stream without [DONE]');
+  const chunks = events.slice(0, -1).map((e) => {
+    if (!e.startsWith('data: ')) throw new Error(`bad SSE event: ${e.slice(0, 80)}`);
+    return JSON.parse(e.slice(6));
+  });
+  if (chunks.some((c) => c.error)) throw new Error(`error event: ${JSON.stringify(chunks.find((c) => c.error))}`);
+  if (!chunks.at(-1)?.choices?.[0]?.finish_reason) throw new Error('stream without finish_reason');
+}
+
+function percentile(sorted, p) {
+  if (!sorted.length) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+async function main() {
+  let server = null;
+  let base = opt.url;
+  if (!base) {
+    if (!opt.server) fail('give --url URL or --server ml_server --model FILE.mlb');
+    server = await startServer();
+    base = server.url;
+  }
+  const deadline = setTimeout(() => {
+    console.error(`load_test: error: not finished within ${opt['time-limit']} s`);
+    server?.proc.kill('SIGTERM');
+    process.exit(1);
+  }, Number(opt['time-limit']) * 1000);
+  const latencies = [];
+  const failures = [];
+  let next = 0;
+  const t0 = performance.now();
+  async function client() {
+    while (next < N) {
+      const i = next++;
+      const t = performance.now();
+      try {
+        await runOne(base, i);
+        latencies.push(performance.now() - t);
+      } catch (e) {
+        failures.push(`#${i}: ${e.message}`);
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: C }, client));
+  const wall = (performance.now() - t0) / 1000;
+  clearTimeout(deadline);
+  if (server) {
+    server.proc.removeAllListeners('exit');
+    const exited = new Promise((r) => server.proc.on('exit', (c) => r(c)));
+    server.proc.kill('SIGTERM');
+    const code = await exited;
+    if (code !== 0) failures.push(`ml_server exited with ${code} after SIGTERM`);
+  }
+  latencies.sort((a, b) => a - b);
+  const ms = (p) => percentile(latencies, p).toFixed(1);
+  console.log(`load_test: ${N} requests, ${C} concurrent clients, max_tokens ${MAX_TOKENS}: ` +
+    `${failures.length} failures; ${wall.toFixed(2)} s (${(N / wall).toFixed(1)} req/s); latency ms ` +
+    `p50 ${ms(50)} p90 ${ms(90)} p99 ${ms(99)} max ${ms(100)}`);
+  for (const f of failures.slice(0, 10)) console.log(`  ${f}`);
+  process.exit(failures.length ? 1 : 0);
+}
+
+main().catch((e) => fail(e.message));

@@ -1,0 +1,207 @@
+// Raw HTTP checks of ml_server (what curl sees): SSE framing byte by byte, error objects for
+// requests the SDK would never send, CORS, disconnects, shutdown and command-line errors.
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+
+import { runServer, startServer, waitFor } from './harness.mjs';
+
+const ORIGIN = 'http://app.example';
+const MAX_BODY = 65536;
+let srv;
+
+before(async () => {
+  srv = await startServer(['--ctx', '256', '-t', '2', '--cors', ORIGIN, '--max-body', String(MAX_BODY)]);
+});
+
+after(async () => {
+  await srv.stop();
+});
+
+function post(path, body, headers = {}, signal = undefined) {
+  return fetch(`${srv.url}${path}`, {
+    method: 'POST',
+    signal,
+    headers: { 'Content-Type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+
+function assertErrorObject(j) {
+  assert.deepEqual(Object.keys(j), ['error']);
+  assert.deepEqual(Object.keys(j.error).sort(), ['code', 'message', 'param', 'type']);
+  assert.equal(typeof j.error.message, 'string');
+  assert.equal(typeof j.error.type, 'string');
+}
+
+// Splits an SSE body into its events, as bytes, so that each is checked as UTF-8 on its own.
+function sseEvents(bytes) {
+  const events = [];
+  let start = 0;
+  for (let i = 0; i + 1 < bytes.length; i++) {
+    if (bytes[i] === 10 && bytes[i + 1] === 10) {
+      events.push(bytes.subarray(start, i));
+      start = i + 2;
+      i++;
+    }
+  }
+  assert.equal(start, bytes.length, 'the stream must end with a complete event');
+  return events;
+}
+
+const messages = [{ role: 'user', content: 'Write about glaciers. ÞÆÖ — 氷河 🧊' }];
+
+test('GET /health', async () => {
+  const r = await fetch(`${srv.url}/health`);
+  assert.equal(r.status, 200);
+  assert.deepEqual(await r.json(), { status: 'ok' });
+});
+
+test('SSE framing: data: lines, role first, valid UTF-8 per event, [DONE] last', async () => {
+  const r = await post('/v1/chat/completions', {
+    messages, max_tokens: 48, temperature: 0, stream: true, stream_options: { include_usage: true },
+  });
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get('content-type'), /^text\/event-stream/);
+  const events = sseEvents(new Uint8Array(await r.arrayBuffer()));
+  const strict = new TextDecoder('utf-8', { fatal: true });
+  const texts = events.map((e) => strict.decode(e));  // throws on a split character
+  for (const t of texts) assert.match(t, /^data: /);
+  assert.equal(texts.at(-1), 'data: [DONE]');
+  const chunks = texts.slice(0, -1).map((t) => JSON.parse(t.slice(6)));
+  assert.equal(chunks[0].choices[0].delta.role, 'assistant');
+  for (const c of chunks.slice(0, -1)) {
+    assert.equal(c.object, 'chat.completion.chunk');
+    assert.equal(c.usage, null);
+    assert.equal(c.choices.length, 1);
+  }
+  const usage = chunks.at(-1);
+  assert.deepEqual(usage.choices, []);
+  assert.ok(usage.usage.prompt_tokens > 0);
+  const fin = chunks.at(-2).choices[0];
+  assert.ok(['stop', 'length'].includes(fin.finish_reason));
+  assert.deepEqual(fin.delta, {});
+});
+
+test('SSE without include_usage has no usage chunk', async () => {
+  const r = await post('/v1/completions', { prompt: 'Ice', max_tokens: 5, temperature: 0, stream: true });
+  const texts = sseEvents(new Uint8Array(await r.arrayBuffer())).map((e) => new TextDecoder().decode(e));
+  assert.equal(texts.at(-1), 'data: [DONE]');
+  const chunks = texts.slice(0, -1).map((t) => JSON.parse(t.slice(6)));
+  for (const c of chunks) {
+    assert.equal(c.object, 'text_completion');
+    assert.ok(!('usage' in c));
+    assert.equal(c.choices.length, 1);
+  }
+  assert.equal(chunks.at(-1).choices[0].finish_reason, 'length');
+});
+
+test('malformed JSON → 400 error object', async () => {
+  for (const body of ['{"messages": [', 'not json', '[1, 2]', '']) {
+    const r = await post('/v1/chat/completions', body);
+    assert.equal(r.status, 400, body);
+    const j = await r.json();
+    assertErrorObject(j);
+    assert.equal(j.error.type, 'invalid_request_error');
+  }
+});
+
+test('missing messages / prompt → 400', async () => {
+  let r = await post('/v1/chat/completions', { model: srv.model });
+  assert.equal(r.status, 400);
+  assert.equal((await r.json()).error.param, 'messages');
+  r = await post('/v1/completions', {});
+  assert.equal(r.status, 400);
+  assert.equal((await r.json()).error.param, 'prompt');
+});
+
+test('body over --max-body → 413 error object, then the server keeps serving', async () => {
+  const big = JSON.stringify({ messages: [{ role: 'user', content: 'x'.repeat(MAX_BODY * 2) }] });
+  const r = await post('/v1/chat/completions', big);
+  assert.equal(r.status, 413);
+  const j = await r.json();
+  assertErrorObject(j);
+  assert.equal(j.error.code, 'request_too_large');
+  const ok = await fetch(`${srv.url}/health`);
+  assert.equal(ok.status, 200);
+});
+
+test('unknown URL → 404 error object', async () => {
+  const r = await fetch(`${srv.url}/v1/engines`);
+  assert.equal(r.status, 404);
+  assertErrorObject(await r.json());
+});
+
+test('CORS: preflight and Access-Control-Allow-Origin', async () => {
+  const pre = await fetch(`${srv.url}/v1/chat/completions`, {
+    method: 'OPTIONS',
+    headers: { Origin: ORIGIN, 'Access-Control-Request-Method': 'POST',
+               'Access-Control-Request-Headers': 'authorization, content-type' },
+  });
+  assert.ok(pre.status === 204 || pre.status === 200);
+  assert.equal(pre.headers.get('access-control-allow-origin'), ORIGIN);
+  assert.match(pre.headers.get('access-control-allow-methods'), /POST/);
+  assert.match(pre.headers.get('access-control-allow-headers'), /authorization/i);
+  const r = await post('/v1/completions', { prompt: 'a', max_tokens: 1 }, { Origin: ORIGIN });
+  assert.equal(r.status, 200);
+  assert.equal(r.headers.get('access-control-allow-origin'), ORIGIN);
+});
+
+test('a client that disconnects mid-stream stops generation', async () => {
+  const ac = new AbortController();
+  const r = await post('/v1/completions',
+    { prompt: 'Tell a long story', max_tokens: 200, temperature: 0, stream: true },
+    {}, ac.signal);
+  const reader = r.body.getReader();
+  await reader.read();
+  ac.abort();
+  await reader.cancel().catch(() => {});
+  const before = srv.log().split('cancelled').length;
+  assert.ok(await waitFor(() => srv.log().includes('cancelled'), 5000),
+    `no cancelled generation in the log:\n${srv.log()}`);
+  assert.ok(srv.log().split('cancelled').length >= before);
+  const ok = await post('/v1/completions', { prompt: 'a', max_tokens: 2 });
+  assert.equal(ok.status, 200);
+});
+
+test('SIGTERM shuts the server down cleanly (exit 0), also mid-request', async () => {
+  const s = await startServer(['--ctx', '256', '-t', '1']);
+  const res = await fetch(`${s.url}/v1/completions`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ prompt: 'x', max_tokens: 200, stream: true }),
+  });
+  const reader = res.body.getReader();
+  await reader.read();
+  const { code, signal } = await s.stop('SIGTERM');
+  assert.equal(signal, null);
+  assert.equal(code, 0, s.log());
+  assert.match(s.log(), /stopped/);
+  await reader.cancel().catch(() => {});
+});
+
+test('SIGINT shuts the server down cleanly', async () => {
+  const s = await startServer(['-t', '1']);
+  const { code } = await s.stop('SIGINT');
+  assert.equal(code, 0, s.log());
+});
+
+test('bad arguments and bad model files exit 2 with one line', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'krafla-srv-'));
+  const junk = join(dir, 'junk.mlb');
+  writeFileSync(junk, 'this is not a model');
+  const cases = [
+    ['-m', junk],
+    ['-m', join(dir, 'missing.mlb')],
+    ['-m', process.env.ML_MODEL, '--port', 'eighty'],
+    ['-m', process.env.ML_MODEL, '--chat', 'no-such-template'],
+    ['--port', '8080'],
+  ];
+  for (const args of cases) {
+    const { code, err } = await runServer(args);
+    assert.equal(code, 2, `${args.join(' ')}: ${err}`);
+    assert.equal(err.trim().split('\n').length <= 2, true, err);
+  }
+});

@@ -1,0 +1,118 @@
+// ml_server: an OpenAI-compatible HTTP server (chat and text completions, SSE streaming) over
+// one model. The work is in tools/server/; this file parses arguments and owns the process:
+// loading, binding, and the SIGINT/SIGTERM shutdown.
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "cli_common.h"
+#include "krafla/error.h"
+#include "krafla/model.h"
+#include "server/engine.h"
+#include "server/http_server.h"
+
+using namespace krafla;
+
+namespace {
+
+struct Args {
+  std::string model, chat, alias;
+  server::HttpOptions http;
+  int threads = 0, ctx = 0, batch = 128;
+};
+
+// Signals are blocked in every thread (the mask is inherited) and taken synchronously by one
+// waiter thread, which may then call the non-async-signal-safe server.stop(). SIGUSR1 is how
+// the main thread wakes the waiter when the server ends by itself.
+sigset_t waited_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGUSR1);
+  return set;
+}
+
+int serve(const Args& a) {
+  const double t0 = cli::now_seconds();
+  auto model = Model::load(a.model, a.threads);
+  const std::string id =
+      a.alias.empty() ? std::filesystem::path(a.model).stem().string() : a.alias;
+  server::Engine engine(*model, {a.threads, a.ctx, a.batch}, id, a.chat);
+  server::HttpServer http(engine, a.http);
+  const int port = http.bind();
+  fmt::print(stderr, "ml_server: {} loaded in {:.2f} s; context {} tokens; chat template {}\n",
+             model->describe(), cli::now_seconds() - t0, engine.n_ctx(),
+             engine.chat_name().empty() ? "none" : engine.chat_name());
+  fmt::print(stderr, "ml_server: serving model '{}' on http://{}:{}{}\n", id, a.http.host, port,
+             a.http.api_key.empty() ? "" : " (API key required)");
+
+  std::atomic<bool> listen_returned{false};
+  std::thread waiter([&] {
+    const sigset_t set = waited_signals();
+    int sig = 0;
+    sigwait(&set, &sig);
+    if (sig == SIGUSR1) return;
+    fmt::print(stderr, "ml_server: shutting down\n");
+    // A signal that came during loading must not reach stop() before listen() runs, or it
+    // would be lost.
+    while (!http.running() && !listen_returned)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    http.stop();
+  });
+  const bool ok = http.listen();
+  listen_returned = true;
+  // listen() also returns when the server fails; wake the waiter so it can be joined.
+  pthread_kill(waiter.native_handle(), SIGUSR1);
+  waiter.join();
+  if (!ok) throw Error("the HTTP server stopped unexpectedly");
+  fmt::print(stderr, "ml_server: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A client that hangs up must not kill the process with SIGPIPE: writes then fail instead.
+  std::signal(SIGPIPE, SIG_IGN);
+  const sigset_t set = waited_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return cli::run_main("ml_server", [&] {
+    Args a;
+    CLI::App app{"ml_server: OpenAI-compatible HTTP server for a Krafla model (.mlb)"};
+    app.add_option("-m,--model", a.model, "model file (.mlb)")->required();
+    app.add_option("--host", a.http.host, "address to listen on")->capture_default_str();
+    app.add_option("--port", a.http.port, "TCP port (0: any free port)")
+        ->capture_default_str()->check(CLI::Range(0, 65535));
+    app.add_option("--chat", a.chat, "chat template (default: the model's own)");
+    app.add_option("--alias", a.alias, "model name clients use (default: the file name stem)");
+    app.add_option("--api-key", a.http.api_key, "require 'Authorization: Bearer KEY'")
+        ->envname("KRAFLA_API_KEY");
+    app.add_option("--cors", a.http.cors_origin, "allow browser requests from this origin (or *)");
+    app.add_option("-t,--threads", a.threads, "threads (default: all cores)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--ctx", a.ctx, "context size in tokens (default: the model's, capped at 4096)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--batch", a.batch, "prompt tokens per forward step (1..128)")
+        ->capture_default_str()->check(CLI::Range(1, 128));
+    app.add_option("--max-body", a.http.max_body, "largest request body in bytes")
+        ->capture_default_str()->check(CLI::Range(size_t(1024), size_t(1) << 30));
+    app.add_option("--http-threads", a.http.http_threads, "connections served at once")
+        ->capture_default_str()->check(CLI::Range(2, 1024));
+    bool quiet = false;
+    app.add_flag("-q,--quiet", quiet, "do not log requests");
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      return app.exit(e) == 0 ? 0 : cli::kExitBadInput;
+    }
+    a.http.log_requests = !quiet;
+    return serve(a);
+  });
+}

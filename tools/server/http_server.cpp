@@ -1,0 +1,259 @@
+#include "server/http_server.h"
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <cstdio>
+#include <ctime>
+
+#include "krafla/error.h"
+#include "server/openai.h"
+
+namespace krafla::server {
+namespace {
+
+using httplib::Request;
+using httplib::Response;
+
+void send_json(Response& res, const Json& j, int status = 200) {
+  res.status = status;
+  res.set_content(dump(j), "application/json");
+}
+
+void send_error(Response& res, const ApiError& e) { send_json(res, error_json(e), e.status); }
+
+// The body httplib's own refusals (unknown route, oversized body, unparsable request) get, so
+// that every 4xx carries an OpenAI error object.
+ApiError status_error(int status, const Request& req, size_t max_body) {
+  switch (status) {
+    case 404:
+      return ApiError(404, fmt::format("Unknown request URL: {} {}.", req.method, req.path),
+                      "invalid_request_error", "", "unknown_url");
+    case 413:
+      return ApiError(413, fmt::format("The request body is larger than {} bytes (ml_server "
+                                       "--max-body).", max_body),
+                      "invalid_request_error", "", "request_too_large");
+    case 400:
+      return ApiError::invalid("The HTTP request is malformed.", "", "bad_request");
+    default:
+      return ApiError(status, fmt::format("HTTP error {}.", status),
+                      status >= 500 ? "server_error" : "invalid_request_error");
+  }
+}
+
+// Compares in time independent of where the strings differ, so response timing does not leak
+// how much of a guessed key was right.
+bool same_key(const std::string& a, const std::string& b) {
+  unsigned char diff = a.size() != b.size();
+  for (size_t i = 0; i < a.size(); ++i) diff |= uint8_t(a[i]) ^ uint8_t(i < b.size() ? b[i] : 0);
+  return diff == 0;
+}
+
+void check_api_key(const Request& req, const std::string& key) {
+  if (key.empty()) return;
+  const std::string auth = req.get_header_value("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (auth.empty())
+    throw ApiError(401, "You didn't provide an API key. Send it as 'Authorization: Bearer KEY'.",
+                   "invalid_request_error", "", "invalid_api_key");
+  if (auth.compare(0, kBearer.size(), kBearer) != 0 || !same_key(auth.substr(kBearer.size()), key))
+    throw ApiError(401, "Incorrect API key provided.", "invalid_request_error", "",
+                   "invalid_api_key");
+}
+
+void log_run(const std::string& method, const std::string& path, bool stream, const RunResult& r) {
+  fmt::print(stderr, "ml_server: {} {}{}: prompt {} tokens ({} cached), {} generated, {}, "
+             "{:.3f} s\n", method, path, stream ? " (stream)" : "", r.usage.prompt_tokens,
+             r.usage.cached_tokens, r.usage.completion_tokens, r.finish_reason, r.seconds);
+}
+
+// One streamed request: everything the content provider needs after the handler returned.
+struct StreamJob {
+  CompletionRequest request;
+  std::vector<int32_t> prompt;
+  ResponseMeta meta;
+  std::string method, path;
+  bool log = true;
+};
+
+}  // namespace
+
+HttpServer::HttpServer(Engine& engine, HttpOptions opts)
+    : engine_(engine),
+      opts_(std::move(opts)),
+      svr_(std::make_unique<httplib::Server>()),
+      created_(int64_t(std::time(nullptr))) {
+  const int n = std::max(opts_.http_threads, 2);
+  svr_->new_task_queue = [n] { return new httplib::ThreadPool(size_t(n)); };
+  svr_->set_payload_max_length(opts_.max_body);
+  svr_->set_keep_alive_max_count(1000);
+  // httplib waits out an idle keep-alive connection before stop() returns; a short timeout
+  // keeps Ctrl-C prompt (clients simply reconnect).
+  svr_->set_keep_alive_timeout(2);
+  routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bind() {
+  int port = opts_.port;
+  if (port == 0)
+    port = svr_->bind_to_any_port(opts_.host);
+  else if (!svr_->bind_to_port(opts_.host, port))
+    port = -1;
+  if (port <= 0)
+    throw Error(fmt::format("cannot listen on {}:{} (address in use, or not an address of this "
+                            "machine?)", opts_.host, opts_.port));
+  return port;
+}
+
+bool HttpServer::listen() { return svr_->listen_after_bind(); }
+
+bool HttpServer::running() const { return svr_->is_running(); }
+
+void HttpServer::stop() {
+  engine_.shut_down();
+  svr_->stop();
+}
+
+namespace {
+
+// Runs one streamed request, writing server-sent events to the sink; stops generating as soon
+// as a write fails (the client went away).
+void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& sink) {
+  const CompletionRequest& r = job.request;
+  const bool chat = r.endpoint == Endpoint::kChat;
+  bool alive = true;
+  auto write = [&](const std::string& s) {
+    alive = alive && sink.write(s.data(), s.size());
+    return alive;
+  };
+  // The role comes first, before any content, as in OpenAI's streams.
+  if (chat) write(sse_event(chunk_json(job.meta, "", true, "", r.include_usage)));
+  if (!alive) return;
+  RunResult rr;
+  try {
+    rr = engine.run(r, job.prompt, [&](const std::string& text) {
+      return write(sse_event(chunk_json(job.meta, text, false, "", r.include_usage)));
+    });
+  } catch (const ApiError& e) {
+    // The status line is long gone; OpenAI's SDKs raise an error event as an APIError.
+    write(sse_event(error_json(e)));
+    return;
+  } catch (const std::exception& e) {
+    write(sse_event(error_json(ApiError(500, e.what(), "server_error"))));
+    return;
+  }
+  if (job.log) log_run(job.method, job.path, true, rr);
+  if (rr.finish_reason == "cancelled") return;
+  write(sse_event(chunk_json(job.meta, "", false, rr.finish_reason, r.include_usage)));
+  if (r.include_usage) write(sse_event(usage_chunk_json(job.meta, rr.usage)));
+  write(kSseDone);
+}
+
+}  // namespace
+
+void HttpServer::completion(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
+  CompletionRequest r = parse_request(req.body, ep);
+  std::vector<int32_t> prompt = engine_.prepare(r);
+  ResponseMeta meta = new_meta(ep, engine_.model_id());
+  if (r.stream) {
+    auto job = std::make_shared<StreamJob>(StreamJob{std::move(r), std::move(prompt),
+                                                     std::move(meta), req.method, req.path,
+                                                     opts_.log_requests});
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");  // proxies: pass events through at once
+    res.set_chunked_content_provider(
+        "text/event-stream", [this, job](size_t, httplib::DataSink& sink) {
+          stream_completion(engine_, *job, sink);
+          sink.done();
+          return true;
+        });
+    return;
+  }
+  std::string text;
+  const RunResult rr = engine_.run(r, prompt, [&](const std::string& t) {
+    text += t;
+    return true;
+  });
+  if (opts_.log_requests) log_run(req.method, req.path, false, rr);
+  if (rr.finish_reason == "cancelled")
+    throw ApiError(503, "The server is shutting down.", "server_error");
+  send_json(res, completion_json(meta, text, rr.finish_reason, rr.usage));
+}
+
+void HttpServer::routes() {
+  httplib::Server& s = *svr_;
+  // Wraps a handler with the API-key check and the exception-to-error-object rule. The key is
+  // checked here, after httplib has read the body, so a refused request leaves the connection
+  // in a clean state for the next one.
+  auto guarded = [this](std::function<void(const Request&, Response&)> h) {
+    return [this, h](const Request& req, Response& res) {
+      try {
+        check_api_key(req, opts_.api_key);
+        h(req, res);
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      } catch (const Error& e) {
+        send_error(res, ApiError::invalid(e.what()));
+      } catch (const std::exception& e) {
+        send_error(res, ApiError(500, e.what(), "server_error"));
+      }
+    };
+  };
+  auto chat = [this](const Request& q, Response& r) { completion(q, r, Endpoint::kChat); };
+  auto text = [this](const Request& q, Response& r) { completion(q, r, Endpoint::kCompletion); };
+  auto models = [this](const Request&, Response& res) {
+    send_json(res, models_json(engine_.model_id(), created_));
+  };
+  for (const std::string prefix : {"/v1", ""}) {
+    s.Post(prefix + "/chat/completions", guarded(chat));
+    s.Post(prefix + "/completions", guarded(text));
+    s.Get(prefix + "/models", guarded(models));
+  }
+  s.Get("/health", [](const Request&, Response& res) { send_json(res, Json{{"status", "ok"}}); });
+  s.Options(".*", [](const Request& req, Response& res) {
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+    res.set_header("Access-Control-Allow-Headers",
+                   asked.empty() ? std::string("Authorization, Content-Type") : asked);
+    res.set_header("Access-Control-Max-Age", "86400");
+  });
+  hooks();
+}
+
+// Everything that is not a route: error bodies for httplib's own refusals, CORS headers on
+// every response, the request log.
+void HttpServer::hooks() {
+  httplib::Server& s = *svr_;
+  using HandlerResponse = httplib::Server::HandlerResponse;
+  s.set_error_handler(httplib::Server::HandlerWithResponse(
+      [this](const Request& req, Response& res) {
+        if (!res.body.empty()) return HandlerResponse::Unhandled;  // already an error object
+        send_error(res, status_error(res.status, req, opts_.max_body));
+        return HandlerResponse::Handled;
+      }));
+  s.set_exception_handler([](const Request&, Response& res, std::exception_ptr ep) {
+    std::string what = "internal error";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, ApiError(500, what, "server_error"));
+  });
+  s.set_post_routing_handler([this](const Request&, Response& res) {
+    if (opts_.cors_origin.empty()) return;
+    res.set_header("Access-Control-Allow-Origin", opts_.cors_origin);
+    if (opts_.cors_origin != "*") res.set_header("Vary", "Origin");
+  });
+  if (opts_.log_requests)
+    s.set_logger([](const Request& req, const Response& res) {
+      if (res.status >= 400)
+        fmt::print(stderr, "ml_server: {} {} -> {}\n", req.method, req.path, res.status);
+    });
+}
+
+}  // namespace krafla::server

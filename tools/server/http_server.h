@@ -1,0 +1,52 @@
+// The HTTP face of the server: routes, API-key check, CORS, body limit, JSON and SSE
+// responses, on cpp-httplib. Knows nothing about models beyond the Engine interface.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "server/engine.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace krafla::server {
+
+struct HttpOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;             // 0: any free port
+  std::string api_key;         // "": no authentication
+  std::string cors_origin;     // "": no CORS headers (same-origin only)
+  size_t max_body = 2u << 20;  // bytes; larger request bodies get 413
+  int http_threads = 32;       // connections served at once (queued requests hold one each)
+  bool log_requests = true;
+};
+
+class HttpServer {
+ public:
+  HttpServer(Engine& engine, HttpOptions opts);
+  ~HttpServer();
+
+  // Binds the socket and returns the port; throws krafla::Error when it cannot.
+  int bind();
+  // Serves until stop(); returns false if the server failed.
+  bool listen();
+  // Thread-safe; ends the running generation too.
+  void stop();
+  bool running() const;
+
+ private:
+  void routes();
+  void hooks();
+  void completion(const httplib::Request& req, httplib::Response& res, Endpoint ep);
+  Engine& engine_;
+  HttpOptions opts_;
+  std::unique_ptr<httplib::Server> svr_;
+  int64_t created_;  // reported as the model's creation time
+};
+
+}  // namespace krafla::server

@@ -1,0 +1,245 @@
+#include "server/request.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "server/api_error.h"
+
+namespace krafla::server {
+namespace {
+
+using nlohmann::json;
+
+// OpenAI's own limit on stop sequences is 4; a few more cost nothing here.
+constexpr size_t kMaxStops = 16;
+
+// The field's value, or nullptr when absent or null: the SDKs send null for "not set".
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+[[noreturn]] void wrong_type(const std::string& name, const char* expected, const json& v) {
+  throw ApiError::invalid(
+      fmt::format("Invalid type for '{}': expected {}, but got {}.", name, expected, v.type_name()),
+      name, "invalid_type");
+}
+
+[[noreturn]] void bad_value(const std::string& name, const std::string& why) {
+  throw ApiError::invalid(fmt::format("Invalid value for '{}': {}", name, why), name,
+                          "invalid_value");
+}
+
+[[noreturn]] void unsupported(const std::string& name, const std::string& why) {
+  throw ApiError::invalid(fmt::format("'{}' is not supported by this server: {}", name, why), name,
+                          "unsupported_parameter");
+}
+
+double number(const json& body, const char* name, double def, double lo, double hi) {
+  const json* v = field(body, name);
+  if (!v) return def;
+  if (!v->is_number()) wrong_type(name, "a number", *v);
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi)
+    bad_value(name, fmt::format("{} is outside [{}, {}].", x, lo, hi));
+  return x;
+}
+
+int64_t integer(const json& body, const char* name, int64_t def, int64_t lo, int64_t hi) {
+  const json* v = field(body, name);
+  if (!v) return def;
+  if (!v->is_number_integer() && !v->is_number_unsigned()) wrong_type(name, "an integer", *v);
+  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(hi))
+    bad_value(name, fmt::format("{} is above the maximum {}.", v->get<uint64_t>(), hi));
+  const int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi) bad_value(name, fmt::format("{} is outside [{}, {}].", x, lo, hi));
+  return x;
+}
+
+bool boolean(const json& body, const char* name, bool def) {
+  const json* v = field(body, name);
+  if (!v) return def;
+  if (!v->is_boolean()) wrong_type(name, "a boolean", *v);
+  return v->get<bool>();
+}
+
+std::vector<std::string> stop_strings(const json& body) {
+  const json* v = field(body, "stop");
+  std::vector<std::string> out;
+  if (!v) return out;
+  if (v->is_string()) {
+    out.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    if (v->size() > kMaxStops)
+      bad_value("stop", fmt::format("at most {} stop sequences are allowed.", kMaxStops));
+    for (const json& s : *v) {
+      if (!s.is_string()) wrong_type("stop", "a string or an array of strings", *v);
+      out.push_back(s.get<std::string>());
+    }
+  } else {
+    wrong_type("stop", "a string or an array of strings", *v);
+  }
+  std::erase_if(out, [](const std::string& s) { return s.empty(); });
+  return out;
+}
+
+// Sampling with OpenAI's defaults (temperature 1, top_p 1, no penalties) plus llama.cpp's
+// top_k / repeat_penalty extensions. OpenAI's frequency/presence penalties are additive on
+// counts, which our multiplicative repeat penalty cannot express, so non-zero values are refused
+// rather than silently approximated.
+SamplerParams sampler_params(const json& body) {
+  SamplerParams p;
+  p.temperature = float(number(body, "temperature", 1.0, 0.0, 2.0));
+  p.top_p = float(number(body, "top_p", 1.0, 0.0, 1.0));
+  if (p.top_p <= 0.0f) p.temperature = 0.0f;  // an empty nucleus keeps only the best token
+  p.top_k = int(integer(body, "top_k", 0, 0, std::numeric_limits<int>::max()));
+  p.repeat_penalty = float(number(body, "repeat_penalty", 1.0, 0.01, 10.0));
+  p.repeat_last_n = int(integer(body, "repeat_last_n", 64, 0, 1 << 20));
+  for (const char* name : {"frequency_penalty", "presence_penalty"})
+    if (number(body, name, 0.0, -2.0, 2.0) != 0.0)
+      unsupported(name, "use repeat_penalty (e.g. 1.1) instead.");
+  if (const json* s = field(body, "seed")) {
+    if (!s->is_number_integer() && !s->is_number_unsigned()) wrong_type("seed", "an integer", *s);
+    p.seed = s->is_number_unsigned() ? s->get<uint64_t>() : uint64_t(s->get<int64_t>());
+  } else {
+    p.seed = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
+  }
+  return p;
+}
+
+// Text of a message's content: a string, or an array of {"type": "text", "text": …} parts.
+std::string content_text(const json& content, size_t i) {
+  const std::string name = fmt::format("messages[{}].content", i);
+  if (content.is_null()) return "";
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) wrong_type(name, "a string or an array of content parts", content);
+  std::string out;
+  for (const json& part : content) {
+    if (!part.is_object()) wrong_type(name, "an array of content parts", content);
+    const json* type = field(part, "type");
+    if (!type || !type->is_string() || *type != "text")
+      unsupported(name, "only content parts of type 'text' are accepted.");
+    const json* text = field(part, "text");
+    if (!text || !text->is_string()) wrong_type(name + ".text", "a string", text ? *text : json());
+    out += text->get<std::string>();
+  }
+  return out;
+}
+
+std::vector<ChatMessage> chat_messages(const json& body) {
+  const json* v = field(body, "messages");
+  if (!v) throw ApiError::invalid("Missing required parameter: 'messages'.", "messages",
+                                  "missing_required_parameter");
+  if (!v->is_array()) wrong_type("messages", "an array", *v);
+  if (v->empty()) bad_value("messages", "the array is empty.");
+  std::vector<ChatMessage> out;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!m.is_object()) wrong_type(where, "an object", m);
+    const json* role = field(m, "role");
+    if (!role || !role->is_string()) wrong_type(where + ".role", "a string", role ? *role : json());
+    std::string r = role->get<std::string>();
+    if (r == "developer") r = "system";  // OpenAI's newer name for the system role
+    if (r != "system" && r != "user" && r != "assistant")
+      unsupported(where + ".role", fmt::format("role '{}' (tools and functions are not "
+                                               "implemented); use system, user or assistant.", r));
+    auto content = m.find("content");
+    out.push_back({r, content_text(content == m.end() ? json() : *content, i)});
+  }
+  return out;
+}
+
+void completion_prompt(const json& body, CompletionRequest& r) {
+  const json* v = field(body, "prompt");
+  if (!v) throw ApiError::invalid("Missing required parameter: 'prompt'.", "prompt",
+                                  "missing_required_parameter");
+  const json* p = v;
+  // A batch of prompts is one prompt per choice; this server makes one choice per request.
+  if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    if (p->size() != 1) unsupported("prompt", "send one prompt per request.");
+    p = &(*p)[0];
+  }
+  if (p->is_string()) {
+    r.prompt_text = p->get<std::string>();
+    return;
+  }
+  if (!p->is_array() || p->empty())
+    wrong_type("prompt", "a string, an array of token ids or a one-element array", *v);
+  for (const json& id : *p) {
+    if (!id.is_number_integer() && !id.is_number_unsigned())
+      wrong_type("prompt", "a string or an array of integer token ids", *v);
+    const int64_t x = id.get<int64_t>();
+    if (x < 0 || x > std::numeric_limits<int32_t>::max())
+      bad_value("prompt", fmt::format("token id {} is out of range.", x));
+    r.prompt_ids.push_back(int32_t(x));
+  }
+  r.prompt_is_ids = true;
+}
+
+// Options of the OpenAI API that would change the response shape: refused, not ignored.
+void refuse_unimplemented(const json& body, Endpoint ep) {
+  if (integer(body, "n", 1, 1, 128) != 1) unsupported("n", "only n = 1 is implemented.");
+  if (const json* lp = field(body, "logprobs"))
+    if (!(lp->is_boolean() && !lp->get<bool>())) unsupported("logprobs", "not implemented.");
+  if (ep == Endpoint::kChat) {
+    for (const char* name : {"tools", "functions"})
+      if (const json* t = field(body, name); t && !(t->is_array() && t->empty()))
+        unsupported(name, "tool calling is not implemented.");
+    if (const json* rf = field(body, "response_format")) {
+      if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
+      if (rf->value("type", "text") != "text")
+        unsupported("response_format", "only {\"type\": \"text\"} is implemented.");
+    }
+  } else {
+    if (integer(body, "best_of", 1, 1, 128) != 1) unsupported("best_of", "only 1 is implemented.");
+    if (boolean(body, "echo", false)) unsupported("echo", "not implemented.");
+    if (const json* s = field(body, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
+      unsupported("suffix", "insertion is not implemented.");
+  }
+}
+
+}  // namespace
+
+CompletionRequest parse_request(const std::string& text, Endpoint ep) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ApiError::invalid(fmt::format("The request body is not valid JSON: {}", e.what()), "",
+                            "invalid_json");
+  }
+  if (!body.is_object())
+    throw ApiError::invalid(fmt::format("The request body must be a JSON object, not {}.",
+                                        body.type_name()), "", "invalid_json");
+  CompletionRequest r;
+  r.endpoint = ep;
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) wrong_type("model", "a string", *m);
+    r.model = m->get<std::string>();
+  }
+  if (ep == Endpoint::kChat)
+    r.messages = chat_messages(body);
+  else
+    completion_prompt(body, r);
+  refuse_unimplemented(body, ep);
+  r.sampler = sampler_params(body);
+  constexpr int64_t kMax = std::numeric_limits<int>::max();
+  // The legacy completions endpoint defaults to 16 tokens; chat runs until the turn ends.
+  const int64_t max_tokens = integer(body, "max_tokens", ep == Endpoint::kChat ? -1 : 16, 0, kMax);
+  r.max_tokens = int(integer(body, "max_completion_tokens", max_tokens, 0, kMax));
+  r.stop = stop_strings(body);
+  r.stream = boolean(body, "stream", false);
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) wrong_type("stream_options", "an object", *so);
+    r.include_usage = boolean(*so, "include_usage", false);
+  }
+  return r;
+}
+
+}  // namespace krafla::server
