@@ -1,19 +1,18 @@
 #!/usr/bin/env python3
-"""Convert a Hugging Face Llama/Mistral checkpoint (or a llama2.c one) to a Krafla .mlb file.
+"""Convert a Hugging Face Llama/Mistral/Qwen2/Qwen3/SmolLM3 checkpoint (or a llama2.c one) to .mlb.
 
 Usage:
   tools/convert.py HF_DIR -o OUT.mlb [--quant f32|f16|q8_0|q4_0] [--q8 CLASSES] [--q4-rule fit|round]
   tools/convert.py llama2c CKPT.bin TOKDIR -o OUT.mlb [same options]
 
-The config is normalized into docs/format.md's keys (rope inverse frequencies computed with
-the checkpoint's rope scaling, following transformers' modeling_rope_utils). Tensors are
+The config is normalized into docs/format.md's keys by hf_config.py (rope inverse frequencies
+computed with the checkpoint's rope scaling, following transformers' modeling_rope_utils). Tensors are
 streamed one at a time and a block of rows at a time, so memory stays near one tensor.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import struct
 import sys
@@ -25,154 +24,22 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_tokenizer as ctok  # noqa: E402
 import mlb  # noqa: E402
+from hf_config import (ARCHS, ConvertError, compute_rope, normalize_config,  # noqa: E402,F401
+                       rope_params, rope_type)
 import quant  # noqa: E402
 import safetensors_io as st  # noqa: E402
 
 PROG = "convert.py"
-ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
 MATRIX_CLASSES = ("q", "k", "v", "o", "gate", "up", "down", "embd", "output")
 ROW_BLOCK_ELEMS = 1 << 22
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
 
-class ConvertError(Exception):
-    """A refusal: the message names the field or tensor."""
-
-
-# ---------------------------------------------------------------- rope (modeling_rope_utils)
-
-def rope_params(cfg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
-    """(rope_theta, scaling dict) from either rope_scaling or the newer rope_parameters."""
-    rp = cfg.get("rope_parameters")
-    if isinstance(rp, dict):
-        return float(rp.get("rope_theta", cfg.get("rope_theta", 10000.0))), rp
-    return float(cfg.get("rope_theta", 10000.0)), cfg.get("rope_scaling") or {}
-
-
-def rope_type(scaling: dict[str, Any]) -> str:
-    return scaling.get("rope_type", scaling.get("type", "default")) if scaling else "default"
-
-
-def _yarn(inv: np.ndarray, base: float, dim: int, sc: dict[str, Any], max_pos: int) -> tuple[np.ndarray, float]:
-    # transformers (v5 rope_parameters): the pretraining context defaults to max_position_embeddings
-    # and an absent factor is the ratio of the two contexts. (4.5x briefly overrode an explicit
-    # factor with that ratio; v5 and earlier versions keep the explicit factor, as here.)
-    orig = int(sc.get("original_max_position_embeddings") or max_pos)
-    factor = float(sc["factor"]) if sc.get("factor") is not None else max_pos / orig
-
-    def mscale(scale: float, m: float = 1.0) -> float:
-        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
-    attn = sc.get("attention_factor")
-    if attn is None:
-        m, mad = sc.get("mscale"), sc.get("mscale_all_dim")
-        attn = mscale(factor, m) / mscale(factor, mad) if m and mad else mscale(factor)
-    beta_fast, beta_slow = sc.get("beta_fast") or 32.0, sc.get("beta_slow") or 1.0
-
-    def corr_dim(rot: float) -> float:
-        return dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
-    low, high = corr_dim(beta_fast), corr_dim(beta_slow)
-    if sc.get("truncate", True):
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, dim - 1)
-    if low == high:
-        high += 0.001
-    ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
-    extra = 1.0 - ramp
-    return inv / factor * (1 - extra) + inv * extra, float(attn)
-
-
-def _llama3(inv: np.ndarray, sc: dict[str, Any]) -> np.ndarray:
-    factor, lo, hi = float(sc["factor"]), float(sc["low_freq_factor"]), float(sc["high_freq_factor"])
-    old = float(sc["original_max_position_embeddings"])
-    wavelen = 2 * math.pi / inv
-    out = np.where(wavelen > old / lo, inv / factor, inv)
-    smooth = (old / wavelen - lo) / (hi - lo)
-    smoothed = (1 - smooth) * out / factor + smooth * out
-    medium = (wavelen >= old / hi) & (wavelen <= old / lo)
-    return np.where(medium, smoothed, out)
-
-
-def compute_rope(cfg: dict[str, Any], head_dim: int) -> tuple[list[float], float]:
-    """Inverse frequencies [head_dim/2] with rope scaling applied, and the attention factor."""
-    base, sc = rope_params(cfg)
-    kind = rope_type(sc)
-    inv = 1.0 / base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
-    attn = 1.0
-    if kind == "linear":
-        inv = inv / float(sc["factor"])
-    elif kind == "llama3":
-        inv = _llama3(inv, sc)
-    elif kind == "yarn":
-        inv, attn = _yarn(inv, base, head_dim, sc, int(cfg["max_position_embeddings"]))
-    elif kind != "default":
-        raise ConvertError(f"rope_scaling.rope_type '{kind}' is not supported (default, linear, llama3, yarn)")
-    return [float(v) for v in inv], attn
-
-
-# ---------------------------------------------------------------- config
-
-def _req(cfg: dict[str, Any], key: str) -> Any:
-    if key not in cfg or cfg[key] is None:
-        raise ConvertError(f"config.json: missing '{key}'")
-    return cfg[key]
-
-
-def check_supported(cfg: dict[str, Any]) -> str:
-    """The arch name, or a refusal naming the offending field."""
-    mt = cfg.get("model_type")
-    if mt not in ARCHS:
-        raise ConvertError(f"config.json: model_type '{mt}' is not supported (llama, mistral)")
-    archs = cfg.get("architectures") or [ARCHS[mt]]
-    if archs != [ARCHS[mt]]:
-        raise ConvertError(f"config.json: architectures {archs} is not supported ({ARCHS[mt]})")
-    if cfg.get("hidden_act", "silu") != "silu":
-        raise ConvertError(f"config.json: hidden_act '{cfg['hidden_act']}' is not supported (silu)")
-    for key in ("attention_bias", "mlp_bias"):
-        if cfg.get(key):
-            raise ConvertError(f"config.json: {key} true is not supported")
-    if cfg.get("partial_rotary_factor", 1.0) != 1.0:
-        raise ConvertError("config.json: partial_rotary_factor != 1 is not supported")
-    return mt
-
-
-def _ids(v: Any) -> list[int]:
-    if v is None:
-        return []
-    return [int(x) for x in v] if isinstance(v, list) else [int(v)]
-
-
-def normalize_config(cfg: dict[str, Any], gen_cfg: dict[str, Any], tok_json: dict[str, Any],
-                     tok_cfg: dict[str, Any]) -> dict[str, Any]:
-    """docs/format.md's config keys from a Hugging Face config.json."""
-    arch = check_supported(cfg)
-    dim, n_heads = int(_req(cfg, "hidden_size")), int(_req(cfg, "num_attention_heads"))
-    head_dim = int(cfg.get("head_dim") or dim // n_heads)
-    rope_freqs, attn = compute_rope(cfg, head_dim)
-    sw = cfg.get("sliding_window") if arch == "mistral" else None
-    bos = _ids(cfg.get("bos_token_id")) or _ids(gen_cfg.get("bos_token_id"))
-    bos_id = bos[0] if bos else ctok.special_id(tok_json, tok_cfg, "bos_token")
-    eos: list[int] = []
-    for e in _ids(cfg.get("eos_token_id")) + _ids(gen_cfg.get("eos_token_id")):
-        if e not in eos:
-            eos.append(e)
-    if not eos and ctok.special_id(tok_json, tok_cfg, "eos_token") >= 0:
-        eos = [ctok.special_id(tok_json, tok_cfg, "eos_token")]
-    return {
-        "arch": arch, "n_vocab": int(_req(cfg, "vocab_size")), "dim": dim,
-        "n_layers": int(_req(cfg, "num_hidden_layers")), "n_heads": n_heads,
-        "n_kv_heads": int(cfg.get("num_key_value_heads") or n_heads), "head_dim": head_dim,
-        "ffn_dim": int(_req(cfg, "intermediate_size")), "norm_eps": float(cfg.get("rms_norm_eps", 1e-6)),
-        "rope_freqs": rope_freqs, "rope_attn_factor": attn,
-        "max_ctx": int(cfg.get("max_position_embeddings", 2048)),
-        "sliding_window": int(sw or 0), "tie_embeddings": bool(cfg.get("tie_word_embeddings", False)),
-        "bos_id": bos_id, "eos_ids": eos, "chat_template": ctok.guess_chat_template(tok_json, tok_cfg),
-    }
-
-
 # ---------------------------------------------------------------- tensor plan
 
 def tensor_plan(c: dict[str, Any]) -> list[tuple[str, str, str, tuple[int, ...]]]:
-    """(mlb name, HF name, class, expected shape); class "norm" for norm weights."""
+    """(mlb name, HF name, class, expected shape); class "norm" for norm weights and biases
+    (always F32)."""
     d, hd, f, v = c["dim"], c["head_dim"], c["ffn_dim"], c["n_vocab"]
     qd, kvd = c["n_heads"] * hd, c["n_kv_heads"] * hd
     plan = [("tok_embd", "model.embed_tokens.weight", "embd", (v, d))]
@@ -183,6 +50,10 @@ def tensor_plan(c: dict[str, Any]) -> list[tuple[str, str, str, tuple[int, ...]]
                  (p + "attn_k", h + "self_attn.k_proj.weight", "k", (kvd, d)),
                  (p + "attn_v", h + "self_attn.v_proj.weight", "v", (kvd, d)),
                  (p + "attn_output", h + "self_attn.o_proj.weight", "o", (d, qd)),
+                 *([(p + f"attn_{x}_bias", h + f"self_attn.{x}_proj.bias", "norm", (n,))
+                    for x, n in (("q", qd), ("k", kvd), ("v", kvd))] if c.get("qkv_bias") else []),
+                 *([(p + f"attn_{x}_norm", h + f"self_attn.{x}_norm.weight", "norm", (hd,))
+                    for x in ("q", "k")] if c.get("qk_norm") else []),
                  (p + "ffn_norm", h + "post_attention_layernorm.weight", "norm", (d,)),
                  (p + "ffn_gate", h + "mlp.gate_proj.weight", "gate", (f, d)),
                  (p + "ffn_up", h + "mlp.up_proj.weight", "up", (f, d)),
@@ -220,10 +91,11 @@ def check_tensors(plan: list, shapes: dict[str, tuple[int, ...]], c: dict[str, A
         raise ConvertError(f"missing tensors: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}")
     if extra:
         raise ConvertError(f"unexpected tensors: {', '.join(extra[:8])}{' …' if len(extra) > 8 else ''}")
-    q0 = shapes["model.layers.0.self_attn.q_proj.weight"] if c["n_layers"] else None
-    if q0 is not None and tuple(q0) != (c["n_heads"] * c["head_dim"], c["dim"]):
-        raise ConvertError(f"head_dim*num_attention_heads = {c['head_dim']}*{c['n_heads']} does not "
-                           f"match q_proj shape {list(q0)} (hidden_size {c['dim']})")
+    for proj, key, heads in (("q", "num_attention_heads", c["n_heads"]), ("k", "num_key_value_heads", c["n_kv_heads"])):
+        w = shapes[f"model.layers.0.self_attn.{proj}_proj.weight"] if c["n_layers"] else None
+        if w is not None and tuple(w) != (heads * c["head_dim"], c["dim"]):
+            raise ConvertError(f"head_dim*{key} = {c['head_dim']}*{heads} does not match {proj}_proj "
+                               f"shape {list(w)} (hidden_size {c['dim']})")
     for _, hf, _, shape in plan:
         if tuple(shapes[hf]) != shape:
             raise ConvertError(f"tensor '{hf}' has shape {list(shapes[hf])}, expected {list(shape)}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -67,18 +68,40 @@ def special_id(tok_json: dict[str, Any], tok_cfg: dict[str, Any], key: str) -> i
     return token_ids(tok_json).get(s, -1) if s else -1
 
 
+# Markers of the ChatML-family templates (<|im_start|>role\n … <|im_end|>) that differ in what
+# they add around plain ChatML: Qwen2.5's default system prompt, SmolLM3's metadata system block.
+QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud."
+SMOLLM3_MARKERS = ("Reasoning Mode", "Knowledge Cutoff Date", "/no_think")
+_DEFAULT_SYSTEM = re.compile(r"<\|im_start\|>system(?:\\n|\n)[^'\"{]")
+
+
+def _chatml_kind(tmpl: str) -> str:
+    """Name of the renderer for a template that uses <|im_start|>."""
+    if any(m in tmpl for m in SMOLLM3_MARKERS):
+        return "smollm"
+    if QWEN_DEFAULT_SYSTEM in tmpl:
+        return "qwen"
+    if _DEFAULT_SYSTEM.search(tmpl):
+        return ""          # some other built-in system prompt (Qwen2, SmolLM2): no renderer yet
+    return "chatml"        # plain ChatML (Qwen3's template renders plain turns the same way)
+
+
 def guess_chat_template(tok_json: dict[str, Any], tok_cfg: dict[str, Any]) -> str:
-    """Name of the chat template that suits this vocabulary ("" when unknown)."""
+    """Name of the chat template that suits this vocabulary ("" when unknown). The template text
+    decides first (SmolLM3 keeps Llama 3's header tokens in a ChatML vocabulary), then the
+    vocabulary."""
     ids = token_ids(tok_json)
     tmpl = tok_cfg.get("chat_template") or ""
     if isinstance(tmpl, list):
         tmpl = " ".join(t.get("template", "") for t in tmpl)
-    if "<|start_header_id|>" in ids or "<|start_header_id|>" in tmpl:
+    if "<|im_start|>" in tmpl:
+        return _chatml_kind(tmpl)
+    if "<|start_header_id|>" in tmpl or (not tmpl and "<|start_header_id|>" in ids):
         return "llama3"
     if "<|user|>" in tmpl:
         return "zephyr"
-    if "<start_of_turn>" in tmpl or "<|im_start|>" in tmpl:
-        return ""                    # gemma / chatml families: no renderer yet
+    if "<start_of_turn>" in tmpl:
+        return ""                    # gemma family: no renderer yet
     if "[INST]" in tmpl or (len(ids) == 32000 and "<s>" in ids and "</s>" in ids and "▁" in ids):
         return "llama2"              # the Llama 2 / Mistral 7B SentencePiece vocabulary
     return ""

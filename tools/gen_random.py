@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Generate a random-weight Hugging Face Llama/Mistral checkpoint for tests and benchmarks.
+"""Generate a random-weight Hugging Face checkpoint (Llama, Mistral, Qwen2, Qwen3, SmolLM2/3).
 
-Usage: tools/gen_random.py --arch llama|mistral --shape tiny|tinyllama|llama3-1b|mistral-tiny
-       [--seed N] [--dtype f32|bf16|f16] [--tokenizer NAME_OR_DIR] [--llama2c-out FILE] -o DIR
+Usage: tools/gen_random.py --arch llama|mistral|qwen2|qwen3|smollm3|smollm2 --shape SHAPE
+       [--rope linear|yarn [--rope-factor F]] [--seed N] [--dtype f32|bf16|f16]
+       [--tokenizer NAME_OR_DIR] [--llama2c-out FILE] -o DIR
+SHAPE: tiny, tinyllama, llama3-1b, mistral-tiny, qwen2-tiny, qwen2.5-0.5b, qwen3-tiny,
+qwen3-0.6b, smollm3-tiny, smollm3-3b, smollm2-tiny, smollm2-135m (see SHAPES).
 
 Writes config.json, generation_config.json, model.safetensors (HF tensor names), and copies
 tokenizer.json / tokenizer_config.json from a real tokenizer (REPO/.models/tokenizers/NAME,
@@ -50,6 +53,40 @@ SHAPES: dict[str, dict] = {
                          theta=10000.0, eps=1e-5, max_pos=4096, tied=False, tok="llama2",
                          sliding_window=16),
 }
+# Qwen/SmolLM shapes. The tiny ones exercise each family's feature: qwen2-tiny slides a
+# 16-token window on layers >= max_window_layers (2, 3) only; qwen3-tiny has head_dim 64 with
+# dim/n_heads = 32 (and q/k norms); smollm3-tiny mixes RoPE and NoPE layers (no_rope_layers
+# 1,0,1,0). vocab pads the embedding past the tokenizer as the real checkpoints do.
+SHAPES.update({
+    "qwen2-tiny": dict(dim=128, n_layers=4, n_heads=4, n_kv_heads=2, head_dim=32, ffn=256,
+                       theta=1000000.0, eps=1e-6, max_pos=4096, tied=True, tok="qwen3", vocab=151936,
+                       use_sliding_window=True, sliding_window=16, max_window_layers=2),
+    "qwen2.5-0.5b": dict(dim=896, n_layers=24, n_heads=14, n_kv_heads=2, head_dim=64, ffn=4864,
+                         theta=1000000.0, eps=1e-6, max_pos=32768, tied=True, tok="qwen3", vocab=151936,
+                         use_sliding_window=False, sliding_window=32768, max_window_layers=21),
+    "qwen3-tiny": dict(dim=128, n_layers=3, n_heads=4, n_kv_heads=2, head_dim=64, ffn=256,
+                       theta=1000000.0, eps=1e-6, max_pos=4096, tied=True, tok="qwen3", vocab=151936,
+                       use_sliding_window=False, sliding_window=None, max_window_layers=3),
+    "qwen3-0.6b": dict(dim=1024, n_layers=28, n_heads=16, n_kv_heads=8, head_dim=128, ffn=3072,
+                       theta=1000000.0, eps=1e-6, max_pos=40960, tied=True, tok="qwen3", vocab=151936,
+                       use_sliding_window=False, sliding_window=None, max_window_layers=28),
+    "smollm3-tiny": dict(dim=128, n_layers=4, n_heads=4, n_kv_heads=2, head_dim=32, ffn=256,
+                         theta=5000000.0, eps=1e-6, max_pos=4096, tied=True, tok="llama3",
+                         no_rope_layers=[1, 0, 1, 0]),
+    "smollm3-3b": dict(dim=2048, n_layers=36, n_heads=16, n_kv_heads=4, head_dim=128, ffn=11008,
+                       theta=5000000.0, eps=1e-6, max_pos=65536, tied=True, tok="llama3",
+                       no_rope_layers=[int((i + 1) % 4 != 0) for i in range(36)]),
+    # SmolLM2 is LlamaForCausalLM with a GPT-2-style byte-level BPE; no SmolLM2 tokenizer is
+    # fetched here, so Qwen3's (also byte-level BPE) stands in.
+    "smollm2-tiny": dict(dim=128, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, ffn=256,
+                         theta=100000.0, eps=1e-5, max_pos=8192, tied=True, tok="qwen3"),
+    "smollm2-135m": dict(dim=576, n_layers=30, n_heads=9, n_kv_heads=3, head_dim=64, ffn=1536,
+                         theta=100000.0, eps=1e-5, max_pos=8192, tied=True, tok="qwen3"),
+})
+# --arch -> (model_type, architectures entry); smollm2 is the llama architecture.
+ARCH_CLASS = {"llama": ("llama", "LlamaForCausalLM"), "mistral": ("mistral", "MistralForCausalLM"),
+              "qwen2": ("qwen2", "Qwen2ForCausalLM"), "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+              "smollm3": ("smollm3", "SmolLM3ForCausalLM"), "smollm2": ("llama", "LlamaForCausalLM")}
 ST_DTYPE = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
 # Scales, tuned on the tiny shapes (40-token prompts): logits std ~2; Q8_0 weights alone
 # give KL(f32||q8) ~1e-3 and Q4_0 ~0.05 (max < 0.07), well under the e2e limits (0.01, 0.1),
@@ -58,6 +95,7 @@ ST_DTYPE = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
 LOGIT_STD = 2.0     # lm_head (and embedding) rows: N(0, LOGIT_STD/sqrt(dim))
 PROJ_GAIN = 0.5     # v, o, gate, up, down: N(0, PROJ_GAIN/sqrt(in_features))
 QK_GAIN = 1.0       # q_proj / k_proj: sharper attention than PROJ_GAIN would give
+BIAS_STD = 0.5      # Qwen2 q/k/v biases: N(0, BIAS_STD), the size of a projected element
 
 
 def resolve_tokenizer(name: str) -> str:
@@ -70,26 +108,48 @@ def resolve_tokenizer(name: str) -> str:
     return d
 
 
+def rope_scaling(kind: str | None, factor: float, max_pos: int) -> tuple[dict | None, int]:
+    """(rope_scaling dict, max_position_embeddings) for --rope: linear keeps the context, yarn
+    extends it factor times past the pretraining one (original_max_position_embeddings)."""
+    if not kind:
+        return None, max_pos
+    if kind == "linear":
+        return {"rope_type": "linear", "factor": factor}, max_pos
+    return ({"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": max_pos},
+            int(max_pos * factor))
+
+
 def make_config(arch: str, s: dict, n_vocab: int, bos: int, eos: int, dtype: str) -> dict:
+    model_type, cls = ARCH_CLASS[arch]
     cfg = {
-        "architectures": ["MistralForCausalLM" if arch == "mistral" else "LlamaForCausalLM"],
-        "model_type": arch, "hidden_size": s["dim"], "intermediate_size": s["ffn"],
+        "architectures": [cls],
+        "model_type": model_type, "hidden_size": s["dim"], "intermediate_size": s["ffn"],
         "num_hidden_layers": s["n_layers"], "num_attention_heads": s["n_heads"],
         "num_key_value_heads": s["n_kv_heads"], "head_dim": s["head_dim"],
         "hidden_act": "silu", "rms_norm_eps": s["eps"], "rope_theta": s["theta"],
         "rope_scaling": s.get("rope_scaling"), "max_position_embeddings": s["max_pos"],
-        "tie_word_embeddings": s["tied"], "bos_token_id": bos, "eos_token_id": eos,
-        "vocab_size": n_vocab, "attention_bias": False, "mlp_bias": False,
-        "attention_dropout": 0.0, "initializer_range": 0.02, "pretraining_tp": 1,
+        "tie_word_embeddings": s["tied"], "bos_token_id": bos if bos >= 0 else None,
+        "eos_token_id": eos, "vocab_size": n_vocab, "attention_dropout": 0.0,
+        "initializer_range": 0.02,
         "torch_dtype": {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}[dtype],
         "use_cache": True,
     }
+    if model_type in ("llama", "mistral", "qwen3", "smollm3"):
+        cfg.update(attention_bias=False)
+    if model_type in ("llama", "smollm3"):
+        cfg.update(mlp_bias=False, pretraining_tp=1)
     if arch == "mistral":
         cfg["sliding_window"] = s.get("sliding_window", 4096)
+    if model_type in ("qwen2", "qwen3"):
+        cfg.update(use_sliding_window=s["use_sliding_window"], sliding_window=s["sliding_window"],
+                   max_window_layers=s["max_window_layers"])
+    if model_type == "smollm3":
+        cfg.update(no_rope_layers=s["no_rope_layers"], no_rope_layer_interval=4,
+                   use_sliding_window=False, sliding_window=None)
     return cfg
 
 
-def tensor_specs(s: dict, n_vocab: int) -> dict[str, tuple[tuple[int, ...], float]]:
+def tensor_specs(s: dict, n_vocab: int, arch: str = "llama") -> dict[str, tuple[tuple[int, ...], float]]:
     """HF name -> (shape, std); std < 0 marks a norm weight (1 + N(0, 0.1))."""
     d, hd, f = s["dim"], s["head_dim"], s["ffn"]
     out_scale = LOGIT_STD / np.sqrt(d)
@@ -102,6 +162,12 @@ def tensor_specs(s: dict, n_vocab: int) -> dict[str, tuple[tuple[int, ...], floa
         specs[p + "self_attn.k_proj.weight"] = ((s["n_kv_heads"] * hd, d), QK_GAIN / np.sqrt(d))
         specs[p + "self_attn.v_proj.weight"] = ((s["n_kv_heads"] * hd, d), g / np.sqrt(d))
         specs[p + "self_attn.o_proj.weight"] = ((d, s["n_heads"] * hd), g / np.sqrt(s["n_heads"] * hd))
+        if arch == "qwen2":
+            for x, n in (("q", s["n_heads"]), ("k", s["n_kv_heads"]), ("v", s["n_kv_heads"])):
+                specs[p + f"self_attn.{x}_proj.bias"] = ((n * hd,), BIAS_STD)
+        if arch == "qwen3":
+            specs[p + "self_attn.q_norm.weight"] = ((hd,), -1.0)
+            specs[p + "self_attn.k_norm.weight"] = ((hd,), -1.0)
         specs[p + "post_attention_layernorm.weight"] = ((d,), -1.0)
         specs[p + "mlp.gate_proj.weight"] = ((f, d), g / np.sqrt(d))
         specs[p + "mlp.up_proj.weight"] = ((f, d), g / np.sqrt(d))
@@ -201,15 +267,22 @@ def write_llama2c(path: str, s: dict, specs: dict, seed: int, dtype: str, n_voca
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="gen_random.py", description=__doc__.split("\n")[0])
-    p.add_argument("--arch", choices=["llama", "mistral"], required=True)
+    p.add_argument("--arch", choices=list(ARCH_CLASS), required=True,
+                   help="smollm2 = the llama architecture (model_type llama)")
     p.add_argument("--shape", choices=list(SHAPES), required=True)
+    p.add_argument("--rope", choices=["linear", "yarn"], help="add this rope scaling to the shape")
+    p.add_argument("--rope-factor", type=float, default=4.0, help="its factor (default 4)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dtype", choices=list(ST_DTYPE), default="f32")
     p.add_argument("--tokenizer", help="tokenizer name under .models/tokenizers or a directory")
     p.add_argument("--llama2c-out", help="also write the weights as a llama2.c checkpoint")
     p.add_argument("-o", "--out", required=True, help="output directory")
     a = p.parse_args(argv)
-    s = SHAPES[a.shape]
+    s = dict(SHAPES[a.shape])
+    if a.rope:
+        if s.get("rope_scaling"):
+            mlb.die("gen_random.py", f"--rope: shape {a.shape} already has rope scaling")
+        s["rope_scaling"], s["max_pos"] = rope_scaling(a.rope, a.rope_factor, s["max_pos"])
     if a.llama2c_out and (a.arch != "llama" or s.get("rope_scaling") or s["theta"] != 10000.0):
         mlb.die("gen_random.py", "--llama2c-out needs --arch llama and a shape with plain RoPE "
                 "(theta 10000): llama2.c has no sliding window and no rope scaling")
@@ -219,19 +292,20 @@ def main(argv: list[str] | None = None) -> None:
         tj, tc = json.loads(files["tokenizer.json"]), json.loads(files["tokenizer_config.json"])
     except (FileNotFoundError, ctok.TokenizerError, ValueError) as e:
         mlb.die("gen_random.py", str(e))
-    n_vocab = ctok.vocab_size(tj)
+    n_vocab = max(ctok.vocab_size(tj), s.get("vocab", 0))
     bos, eos = ctok.special_id(tj, tc, "bos_token"), ctok.special_id(tj, tc, "eos_token")
     os.makedirs(a.out, exist_ok=True)
     cfg = make_config(a.arch, s, n_vocab, bos, eos, a.dtype)
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
-    eos_list = [eos] + [i for t, i in ctok.token_ids(tj).items() if t == "<|eot_id|>"]
+    eos_list = [eos] + [i for t, i in ctok.token_ids(tj).items()
+                        if t in ("<|eot_id|>", "<|endoftext|>") and i != eos]
     with open(os.path.join(a.out, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": bos, "eos_token_id": eos_list if len(eos_list) > 1 else eos,
                    "do_sample": False}, f, indent=2)
     for n in ctok.TOKENIZER_FILES:
         shutil.copyfile(os.path.join(tok_dir, n), os.path.join(a.out, n))
-    specs = tensor_specs(s, n_vocab)
+    specs = tensor_specs(s, n_vocab, a.arch)
     write_safetensors(os.path.join(a.out, "model.safetensors"), specs, a.seed, a.dtype)
     if a.llama2c_out:
         try:
