@@ -42,8 +42,7 @@ sigset_t waited_signals() {
 int serve(const Args& a) {
   const double t0 = cli::now_seconds();
   auto model = Model::load(a.model, a.threads);
-  const std::string id =
-      a.alias.empty() ? std::filesystem::path(a.model).stem().string() : a.alias;
+  const std::string id = a.alias.empty() ? std::filesystem::path(a.model).stem().string() : a.alias;
   server::Engine engine(*model, {a.threads, a.ctx, a.batch}, id, a.chat);
   server::HttpServer http(engine, a.http);
   const int port = http.bind();
@@ -89,7 +88,8 @@ int main(int argc, char** argv) {
     app.add_option("-m,--model", a.model, "model file (.mlb)")->required();
     app.add_option("--host", a.http.host, "address to listen on")->capture_default_str();
     app.add_option("--port", a.http.port, "TCP port (0: any free port)")
-        ->capture_default_str()->check(CLI::Range(0, 65535));
+        ->capture_default_str()
+        ->check(CLI::Range(0, 65535));
     app.add_option("--chat", a.chat, "chat template (default: the model's own)");
     app.add_option("--alias", a.alias, "model name clients use (default: the file name stem)");
     app.add_option("--api-key", a.http.api_key, "require 'Authorization: Bearer KEY'")
@@ -100,11 +100,14 @@ int main(int argc, char** argv) {
     app.add_option("--ctx", a.ctx, "context size in tokens (default: the model's, capped at 4096)")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--batch", a.batch, "prompt tokens per forward step (1..128)")
-        ->capture_default_str()->check(CLI::Range(1, 128));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 128));
     app.add_option("--max-body", a.http.max_body, "largest request body in bytes")
-        ->capture_default_str()->check(CLI::Range(size_t(1024), size_t(1) << 30));
+        ->capture_default_str()
+        ->check(CLI::Range(size_t(1024), size_t(1) << 30));
     app.add_option("--http-threads", a.http.http_threads, "connections served at once")
-        ->capture_default_str()->check(CLI::Range(2, 1024));
+        ->capture_default_str()
+        ->check(CLI::Range(2, 1024));
     bool quiet = false;
     app.add_flag("-q,--quiet", quiet, "do not log requests");
     try {

@@ -12,9 +12,7 @@ namespace {
 
 const char* kChat = R"({"model": "m", "messages": [{"role": "user", "content": "hi"}])";
 
-std::string chat_with(const std::string& extra) {
-  return std::string(kChat) + ", " + extra + "}";
-}
+std::string chat_with(const std::string& extra) { return std::string(kChat) + ", " + extra + "}"; }
 
 ApiError error_of(const std::string& body, Endpoint ep = Endpoint::kChat) {
   try {

@@ -25,16 +25,19 @@ Engine::Engine(const Model& model, const SessionOptions& opts, std::string model
 
 std::vector<int32_t> Engine::prepare(const CompletionRequest& r) const {
   if (!r.model.empty() && r.model != model_id_)
-    throw ApiError(404, fmt::format("The model '{}' does not exist; this server serves '{}'.",
-                                    r.model, model_id_),
-                   "invalid_request_error", "model", "model_not_found");
+    throw ApiError(
+        404,
+        fmt::format("The model '{}' does not exist; this server serves '{}'.", r.model, model_id_),
+        "invalid_request_error", "model", "model_not_found");
   const Tokenizer& tok = model_.tokenizer();
   std::vector<int32_t> ids;
   const char* param = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (r.endpoint == Endpoint::kChat) {
     if (chat_name_.empty())
-      throw ApiError::invalid("The model names no chat template; restart ml_server with "
-                              "--chat NAME or use /v1/completions.", "messages");
+      throw ApiError::invalid(
+          "The model names no chat template; restart ml_server with "
+          "--chat NAME or use /v1/completions.",
+          "messages");
     std::string text;
     try {
       text = chat_template(chat_name_).render(r.messages, true);
@@ -45,8 +48,9 @@ std::vector<int32_t> Engine::prepare(const CompletionRequest& r) const {
   } else if (r.prompt_is_ids) {
     for (int32_t id : r.prompt_ids)
       if (id >= model_.config().n_vocab)
-        throw ApiError::invalid(fmt::format("Token id {} is outside the vocabulary (size {}).",
-                                            id, model_.config().n_vocab), "prompt", "invalid_value");
+        throw ApiError::invalid(fmt::format("Token id {} is outside the vocabulary (size {}).", id,
+                                            model_.config().n_vocab),
+                                "prompt", "invalid_value");
     ids = r.prompt_ids;
   } else {
     ids = tok.encode(r.prompt_text, true);

@@ -30,8 +30,10 @@ ApiError status_error(int status, const Request& req, size_t max_body) {
       return ApiError(404, fmt::format("Unknown request URL: {} {}.", req.method, req.path),
                       "invalid_request_error", "", "unknown_url");
     case 413:
-      return ApiError(413, fmt::format("The request body is larger than {} bytes (ml_server "
-                                       "--max-body).", max_body),
+      return ApiError(413,
+                      fmt::format("The request body is larger than {} bytes (ml_server "
+                                  "--max-body).",
+                                  max_body),
                       "invalid_request_error", "", "request_too_large");
     case 400:
       return ApiError::invalid("The HTTP request is malformed.", "", "bad_request");
@@ -62,9 +64,11 @@ void check_api_key(const Request& req, const std::string& key) {
 }
 
 void log_run(const std::string& method, const std::string& path, bool stream, const RunResult& r) {
-  fmt::print(stderr, "ml_server: {} {}{}: prompt {} tokens ({} cached), {} generated, {}, "
-             "{:.3f} s\n", method, path, stream ? " (stream)" : "", r.usage.prompt_tokens,
-             r.usage.cached_tokens, r.usage.completion_tokens, r.finish_reason, r.seconds);
+  fmt::print(stderr,
+             "ml_server: {} {}{}: prompt {} tokens ({} cached), {} generated, {}, "
+             "{:.3f} s\n",
+             method, path, stream ? " (stream)" : "", r.usage.prompt_tokens, r.usage.cached_tokens,
+             r.usage.completion_tokens, r.finish_reason, r.seconds);
 }
 
 // One streamed request: everything the content provider needs after the handler returned.
@@ -102,8 +106,10 @@ int HttpServer::bind() {
   else if (!svr_->bind_to_port(opts_.host, port))
     port = -1;
   if (port <= 0)
-    throw Error(fmt::format("cannot listen on {}:{} (address in use, or not an address of this "
-                            "machine?)", opts_.host, opts_.port));
+    throw Error(
+        fmt::format("cannot listen on {}:{} (address in use, or not an address of this "
+                    "machine?)",
+                    opts_.host, opts_.port));
   return port;
 }
 
@@ -158,17 +164,17 @@ void HttpServer::completion(const httplib::Request& req, httplib::Response& res,
   std::vector<int32_t> prompt = engine_.prepare(r);
   ResponseMeta meta = new_meta(ep, engine_.model_id());
   if (r.stream) {
-    auto job = std::make_shared<StreamJob>(StreamJob{std::move(r), std::move(prompt),
-                                                     std::move(meta), req.method, req.path,
-                                                     opts_.log_requests});
+    auto job =
+        std::make_shared<StreamJob>(StreamJob{std::move(r), std::move(prompt), std::move(meta),
+                                              req.method, req.path, opts_.log_requests});
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");  // proxies: pass events through at once
-    res.set_chunked_content_provider(
-        "text/event-stream", [this, job](size_t, httplib::DataSink& sink) {
-          stream_completion(engine_, *job, sink);
-          sink.done();
-          return true;
-        });
+    res.set_chunked_content_provider("text/event-stream",
+                                     [this, job](size_t, httplib::DataSink& sink) {
+                                       stream_completion(engine_, *job, sink);
+                                       sink.done();
+                                       return true;
+                                     });
     return;
   }
   std::string text;
@@ -228,8 +234,8 @@ void HttpServer::routes() {
 void HttpServer::hooks() {
   httplib::Server& s = *svr_;
   using HandlerResponse = httplib::Server::HandlerResponse;
-  s.set_error_handler(httplib::Server::HandlerWithResponse(
-      [this](const Request& req, Response& res) {
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const Request& req, Response& res) {
         if (!res.body.empty()) return HandlerResponse::Unhandled;  // already an error object
         send_error(res, status_error(res.status, req, opts_.max_body));
         return HandlerResponse::Handled;

@@ -103,9 +103,7 @@ Json models_json(const std::string& id, int64_t created) {
   return Json{{"object", "list"}, {"data", Json::array({model})}};
 }
 
-std::string dump(const Json& j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
-}
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 std::string sse_event(const Json& j) { return "data: " + dump(j) + "\n\n"; }
 

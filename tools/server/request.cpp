@@ -133,8 +133,9 @@ std::string content_text(const json& content, size_t i) {
 
 std::vector<ChatMessage> chat_messages(const json& body) {
   const json* v = field(body, "messages");
-  if (!v) throw ApiError::invalid("Missing required parameter: 'messages'.", "messages",
-                                  "missing_required_parameter");
+  if (!v)
+    throw ApiError::invalid("Missing required parameter: 'messages'.", "messages",
+                            "missing_required_parameter");
   if (!v->is_array()) wrong_type("messages", "an array", *v);
   if (v->empty()) bad_value("messages", "the array is empty.");
   std::vector<ChatMessage> out;
@@ -148,7 +149,8 @@ std::vector<ChatMessage> chat_messages(const json& body) {
     if (r == "developer") r = "system";  // OpenAI's newer name for the system role
     if (r != "system" && r != "user" && r != "assistant")
       unsupported(where + ".role", fmt::format("role '{}' (tools and functions are not "
-                                               "implemented); use system, user or assistant.", r));
+                                               "implemented); use system, user or assistant.",
+                                               r));
     auto content = m.find("content");
     out.push_back({r, content_text(content == m.end() ? json() : *content, i)});
   }
@@ -157,8 +159,9 @@ std::vector<ChatMessage> chat_messages(const json& body) {
 
 void completion_prompt(const json& body, CompletionRequest& r) {
   const json* v = field(body, "prompt");
-  if (!v) throw ApiError::invalid("Missing required parameter: 'prompt'.", "prompt",
-                                  "missing_required_parameter");
+  if (!v)
+    throw ApiError::invalid("Missing required parameter: 'prompt'.", "prompt",
+                            "missing_required_parameter");
   const json* p = v;
   // A batch of prompts is one prompt per choice; this server makes one choice per request.
   if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
@@ -199,7 +202,8 @@ void refuse_unimplemented(const json& body, Endpoint ep) {
   } else {
     if (integer(body, "best_of", 1, 1, 128) != 1) unsupported("best_of", "only 1 is implemented.");
     if (boolean(body, "echo", false)) unsupported("echo", "not implemented.");
-    if (const json* s = field(body, "suffix"); s && !(s->is_string() && s->get<std::string>().empty()))
+    if (const json* s = field(body, "suffix");
+        s && !(s->is_string() && s->get<std::string>().empty()))
       unsupported("suffix", "insertion is not implemented.");
   }
 }
@@ -215,8 +219,9 @@ CompletionRequest parse_request(const std::string& text, Endpoint ep) {
                             "invalid_json");
   }
   if (!body.is_object())
-    throw ApiError::invalid(fmt::format("The request body must be a JSON object, not {}.",
-                                        body.type_name()), "", "invalid_json");
+    throw ApiError::invalid(
+        fmt::format("The request body must be a JSON object, not {}.", body.type_name()), "",
+        "invalid_json");
   CompletionRequest r;
   r.endpoint = ep;
   if (const json* m = field(body, "model")) {

@@ -20,11 +20,11 @@ struct CompletionRequest {
   std::string prompt_text;            // completion: a text prompt …
   std::vector<int32_t> prompt_ids;    // … or token ids (prompt_is_ids)
   bool prompt_is_ids = false;
-  SamplerParams sampler;              // OpenAI defaults unless the client set them
-  int max_tokens = -1;                // < 0: until a stop token or the context is full
-  std::vector<std::string> stop;      // stop strings (non-empty)
+  SamplerParams sampler;          // OpenAI defaults unless the client set them
+  int max_tokens = -1;            // < 0: until a stop token or the context is full
+  std::vector<std::string> stop;  // stop strings (non-empty)
   bool stream = false;
-  bool include_usage = false;         // stream_options.include_usage
+  bool include_usage = false;  // stream_options.include_usage
 };
 
 // Throws ApiError (400) for malformed JSON, wrong types, out-of-range values and options this
