@@ -1,21 +1,26 @@
 #!/usr/bin/env python3
-"""Reference (oracle) forward pass of LlamaForCausalLM / MistralForCausalLM in numpy.
+"""Reference (oracle) forward pass of Llama/Mistral/Qwen2/Qwen3/SmolLM3 causal LMs in numpy.
 
 Usage: tools/ref_forward.py HF_DIR --tokens 1,2,3 [--out logits.npy] [--f64]
        [--quantized-weights f16|q8_0|q4_0 [--q8 CLASSES] [--q4-rule fit|round]]
 
 Written from the transformers modeling equations (modeling_llama.py, modeling_mistral.py,
-modeling_rope_utils.py), reading the HF directory directly (config.json + safetensors), never
-the .mlb and never convert.py's code: it is what the C++ runtime is compared against.
+modeling_qwen2.py, modeling_qwen3.py, modeling_smollm3.py, modeling_rope_utils.py), reading the
+HF directory directly (config.json + safetensors), never the .mlb and never convert.py's code:
+it is what the C++ runtime is compared against.
 
   h = embed[tokens]
-  per layer:  x = rmsnorm(h) * w_attn;  q,k,v = x Wq^T, x Wk^T, x Wv^T (per head)
-              q,k = q*cos + rotate_half(q)*sin  (cos/sin of pos*inv_freq, times attention factor)
+  per layer:  x = rmsnorm(h) * w_attn;  q,k,v = x Wq^T + bq, x Wk^T + bk, x Wv^T + bv (per head;
+                  biases where the checkpoint has them: Qwen2)
+              q,k = rmsnorm_head(q) * w_qn, rmsnorm_head(k) * w_kn   (Qwen3, over head_dim)
+              q,k = q*cos + rotate_half(q)*sin  (cos/sin of pos*inv_freq, times attention factor;
+                  skipped on SmolLM3's NoPE layers)
               a = softmax(q k^T / sqrt(head_dim) + causal/sliding mask) v  (GQA: kv head = h // group)
               h += a Wo^T;  x = rmsnorm(h) * w_ffn;  h += (silu(x Wg^T) * (x Wu^T)) Wd^T
   logits = (rmsnorm(h) * w_norm) W_out^T  (W_out = embed when tied)
-rmsnorm(x) = x / sqrt(mean(x^2) + eps). Mistral's sliding window masks key j for query i when
-i - j >= sliding_window (transformers' sliding_window_overlay keeps kv_idx > q_idx - window).
+rmsnorm(x) = x / sqrt(mean(x^2) + eps). A sliding window masks key j for query i when
+i - j >= window (transformers' sliding_window_overlay keeps kv_idx > q_idx - window): Mistral on
+every layer; Qwen2/Qwen3/SmolLM3 on the layers whose layer type is sliding_attention.
 """
 from __future__ import annotations
 
@@ -37,14 +42,21 @@ CLASS_OF = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_pr
             "up_proj": "up", "down_proj": "down", "embed_tokens": "embd", "lm_head": "output"}
 
 
+def rope_dict(cfg: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    """The rope parameter dict and base, as RotaryEmbeddingConfigMixin standardizes them: the
+    legacy rope_scaling wins over rope_parameters; the dict's rope_theta over the top-level one,
+    which defaults to the family's default_theta (SmolLM3: 2e6)."""
+    sc = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    if sc and all(k in ("full_attention", "sliding_attention") for k in sc):
+        sc = sc["full_attention"] if "full_attention" in sc else next(iter(sc.values()))
+    base = cfg.get("rope_theta") or (2000000.0 if cfg.get("model_type") == "smollm3" else 10000.0)
+    return sc, float(sc.get("rope_theta") or base)
+
+
 def inv_frequencies(cfg: dict[str, Any], head_dim: int) -> tuple[np.ndarray, float]:
     """RoPE inverse frequencies and attention factor, computed from config.json (oracle copy,
     one frequency at a time, from the modeling_rope_utils formulas)."""
-    sc = cfg.get("rope_scaling") or {}
-    base = cfg.get("rope_theta", 10000.0)
-    if isinstance(cfg.get("rope_parameters"), dict):
-        sc = cfg["rope_parameters"]
-        base = sc.get("rope_theta", base)
+    sc, base = rope_dict(cfg)
     kind = sc.get("rope_type", sc.get("type", "default")) if sc else "default"
     half = head_dim // 2
     plain = [1.0 / (base ** (2 * i / head_dim)) for i in range(half)]
@@ -55,7 +67,8 @@ def inv_frequencies(cfg: dict[str, Any], head_dim: int) -> tuple[np.ndarray, flo
     if kind == "llama3":
         return np.array([_llama3_one(f, sc) for f in plain]), 1.0
     if kind == "yarn":
-        return _yarn(plain, base, head_dim, sc, cfg["max_position_embeddings"])
+        orig = cfg.get("original_max_position_embeddings") or sc.get("original_max_position_embeddings")
+        return _yarn(plain, base, head_dim, sc, cfg["max_position_embeddings"], orig)
     raise ValueError(f"rope type '{kind}' is not supported")
 
 
@@ -72,8 +85,8 @@ def _llama3_one(f: float, sc: dict[str, Any]) -> float:
 
 
 def _yarn(plain: list[float], base: float, head_dim: int, sc: dict[str, Any],
-          max_pos: int) -> tuple[np.ndarray, float]:
-    orig = sc.get("original_max_position_embeddings") or max_pos
+          max_pos: int, orig: int | None) -> tuple[np.ndarray, float]:
+    orig = orig or max_pos
     factor = sc.get("factor")
     if factor is None:
         factor = max_pos / orig
@@ -137,6 +150,40 @@ def attention_mask(T: int, window: int) -> np.ndarray:
     return ok
 
 
+def layer_schedule(cfg: dict[str, Any]) -> tuple[list[int], list[bool]]:
+    """Per layer: the sliding window (0 = none) and whether RoPE is applied, from the
+    configuration classes' rules (Qwen2Config/Qwen3Config/SmolLM3Config.__post_init__ and the
+    attention modules)."""
+    mt, n = cfg["model_type"], cfg["num_hidden_layers"]
+    if mt == "mistral":
+        return [cfg.get("sliding_window") or 0] * n, [True] * n
+    if mt not in ("qwen2", "qwen3", "smollm3"):
+        return [0] * n, [True] * n
+    use_rope = [True] * n
+    if mt == "smollm3":
+        flags = cfg.get("no_rope_layers")
+        if flags is None:      # a 1 means "uses RoPE"; every interval-th layer is NoPE
+            every = cfg.get("no_rope_layer_interval") or 4
+            flags = [int((i + 1) % every != 0) for i in range(n)]
+        use_rope = [flags[i] == 1 for i in range(n)]
+    window = cfg.get("sliding_window") if cfg.get("use_sliding_window") else None
+    kinds = cfg.get("layer_types")
+    if kinds is None:
+        if mt == "smollm3":
+            kinds = ["sliding_attention" if window is not None and not use_rope[i] else "full_attention"
+                     for i in range(n)]
+        else:
+            first = cfg.get("max_window_layers", 28)
+            kinds = ["sliding_attention" if window is not None and i >= first else "full_attention"
+                     for i in range(n)]
+    windows = []
+    for i in range(n):
+        if kinds[i] == "sliding_attention" and not window:
+            raise ValueError(f"layer {i} is sliding_attention without use_sliding_window/sliding_window")
+        windows.append(window if kinds[i] == "sliding_attention" else 0)
+    return windows, use_rope
+
+
 def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None = None,
             q8: set[str] | None = None, q4_rule: str = "fit") -> np.ndarray:
     with open(os.path.join(d, "config.json")) as f:
@@ -144,28 +191,38 @@ def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None 
     W = Weights(d, dt, qtype, q8 if q8 is not None else {"embd", "output"}, q4_rule)
     dim, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
-    hd = cfg.get("head_dim") or dim // nh
+    hd = cfg.get("head_dim") or (128 if cfg["model_type"] == "qwen3" else dim // nh)
     eps = cfg.get("rms_norm_eps", 1e-6)
-    window = (cfg.get("sliding_window") or 0) if cfg["model_type"] == "mistral" else 0
     T = len(tokens)
     inv, attn_factor = inv_frequencies(cfg, hd)
     ang = np.outer(np.arange(T, dtype=np.float64), inv)
     cos = (np.cos(np.concatenate([ang, ang], -1)) * attn_factor).astype(dt)
     sin = (np.sin(np.concatenate([ang, ang], -1)) * attn_factor).astype(dt)
-    mask = attention_mask(T, window)
+    windows, use_rope = layer_schedule(cfg)
+
+    def proj(x: np.ndarray, name: str, heads: int) -> np.ndarray:
+        y = x @ W(name + ".weight").T
+        if name + ".bias" in W.ck.where:
+            y = y + W(name + ".bias")
+        return y.reshape(T, heads, hd).transpose(1, 0, 2)
+
     emb = W("model.embed_tokens.weight")
     h = emb[np.asarray(tokens)].astype(dt)
     for layer in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         x = rms_norm(h, W(p + "input_layernorm.weight"), eps)
-        q = (x @ W(p + "self_attn.q_proj.weight").T).reshape(T, nh, hd).transpose(1, 0, 2)
-        k = (x @ W(p + "self_attn.k_proj.weight").T).reshape(T, nkv, hd).transpose(1, 0, 2)
-        v = (x @ W(p + "self_attn.v_proj.weight").T).reshape(T, nkv, hd).transpose(1, 0, 2)
-        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        q = proj(x, p + "self_attn.q_proj", nh)
+        k = proj(x, p + "self_attn.k_proj", nkv)
+        v = proj(x, p + "self_attn.v_proj", nkv)
+        if cfg["model_type"] == "qwen3":
+            q = rms_norm(q, W(p + "self_attn.q_norm.weight"), eps)
+            k = rms_norm(k, W(p + "self_attn.k_norm.weight"), eps)
+        if use_rope[layer]:
+            q, k = rope(q, cos, sin), rope(k, cos, sin)
         group = nh // nkv
         k, v = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)
         s = q @ k.transpose(0, 2, 1) / np.sqrt(dt(hd))
-        s = np.where(mask, s, -np.inf)
+        s = np.where(attention_mask(T, windows[layer]), s, -np.inf)
         s = np.exp(s - s.max(-1, keepdims=True))
         a = (s / s.sum(-1, keepdims=True)) @ v
         h = h + a.transpose(1, 0, 2).reshape(T, nh * hd) @ W(p + "self_attn.o_proj.weight").T
@@ -174,7 +231,7 @@ def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None 
         u = x @ W(p + "mlp.up_proj.weight").T
         h = h + (g / (1 + np.exp(-g)) * u) @ W(p + "mlp.down_proj.weight").T
     x = rms_norm(h, W("model.norm.weight"), eps)
-    tied = cfg.get("tie_word_embeddings", False) or "lm_head.weight" not in W.ck.where
+    tied = cfg.get("tie_word_embeddings", cfg["model_type"] == "smollm3") or "lm_head.weight" not in W.ck.where
     out = emb if tied else W("lm_head.weight")
     logits = (x @ out.T).astype(np.float32)
     W.ck.close()
