@@ -70,7 +70,7 @@ std::vector<int32_t> Engine::prepare(const CompletionRequest& r) const {
 
 RunResult Engine::run(const CompletionRequest& r, const std::vector<int32_t>& prompt,
                       const std::function<bool(const std::string&)>& on_text) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(queue_);
   if (stopping_) throw ApiError(503, "The server is shutting down.", "server_error");
   const auto t0 = std::chrono::steady_clock::now();
   RunResult res;

@@ -1,9 +1,10 @@
 // The one model and the one session behind the server. Requests are tokenized and checked
-// concurrently, then run strictly one at a time (a mutex is the queue: waiting clients block,
-// none are turned away). The session's KV cache outlives each request, so a request whose
-// prompt starts like the previous request's prompt + reply only computes the new tokens.
+// concurrently, then run strictly one at a time in arrival order (FifoLock is the queue:
+// waiting clients block, none are turned away). The session's KV cache outlives each request,
+// so a request whose prompt starts like the previous prompt + reply only computes the new tokens.
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -21,6 +22,29 @@ struct RunResult {
   Usage usage;
   std::string finish_reason;  // stop, length, or cancelled (the client went away)
   double seconds = 0;         // queue wait excluded
+};
+
+// A mutex that admits waiters in arrival order (std::mutex promises no order, so under steady
+// load one unlucky client could wait indefinitely). Meets BasicLockable for std::lock_guard.
+class FifoLock {
+ public:
+  void lock() {
+    std::unique_lock l(m_);
+    const uint64_t ticket = next_++;
+    cv_.wait(l, [&] { return serving_ == ticket; });
+  }
+  void unlock() {
+    {
+      std::lock_guard l(m_);
+      ++serving_;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  uint64_t next_ = 0, serving_ = 0;
 };
 
 class Engine {
@@ -50,7 +74,7 @@ class Engine {
   std::string model_id_;
   std::string chat_name_;
   std::vector<int32_t> chat_stop_ids_, text_stop_ids_;
-  std::mutex mu_;  // guards session_
+  FifoLock queue_;  // guards session_: the request queue
   Session session_;
   int n_ctx_;
   std::atomic<bool> stopping_{false};
