@@ -11,7 +11,7 @@ namespace krafla {
 
 // The normalized configuration of docs/format.md ("config" in the metadata).
 struct ModelConfig {
-  std::string arch;  // llama, mistral
+  std::string arch;  // llama, mistral, qwen2, qwen3, smollm3
   int n_vocab = 0;
   int dim = 0;
   int n_layers = 0;
@@ -28,6 +28,10 @@ struct ModelConfig {
   int bos_id = -1;
   std::vector<int> eos_ids;
   std::string chat_template;  // suggested template name, "" if unknown
+  bool qkv_bias = false;          // Qwen2: biases on the q/k/v projections
+  bool qk_norm = false;           // Qwen3: per-head RMSNorm of q and k before RoPE
+  std::vector<int> layer_window;  // [n_layers] sliding window per layer, 0: full attention
+  std::vector<bool> layer_rope;   // [n_layers] false: the layer applies no RoPE (SmolLM3)
 };
 
 class Model {

@@ -10,7 +10,15 @@
 namespace krafla {
 namespace {
 
-const std::vector<std::string> kKnownArchs = {"llama", "mistral"};
+const std::vector<std::string> kKnownArchs = {"llama", "mistral", "qwen2", "qwen3", "smollm3"};
+// Every key a version-1 config may hold: a key outside this list comes from a newer converter
+// and names a feature this build would silently get wrong, so it is refused.
+const std::vector<std::string> kKnownKeys = {
+    "arch",      "n_vocab",   "dim",          "n_layers",         "n_heads",
+    "n_kv_heads", "head_dim", "ffn_dim",      "norm_eps",         "rope_freqs",
+    "rope_attn_factor", "max_ctx", "sliding_window", "tie_embeddings", "bos_id",
+    "eos_ids",   "chat_template", "qkv_bias", "qk_norm",         "layer_window",
+    "layer_rope"};
 
 template <typename T>
 T req(const nlohmann::json& c, const char* key, const std::string& path) {
@@ -55,6 +63,15 @@ ModelConfig parse_config(const nlohmann::json& meta, const std::string& path) {
   m.bos_id = opt<int>(c, "bos_id", -1, path);
   m.eos_ids = opt<std::vector<int>>(c, "eos_ids", {}, path);
   m.chat_template = opt<std::string>(c, "chat_template", "", path);
+  m.qkv_bias = opt<bool>(c, "qkv_bias", false, path);
+  m.qk_norm = opt<bool>(c, "qk_norm", false, path);
+  m.layer_window = opt<std::vector<int>>(c, "layer_window", {}, path);
+  m.layer_rope = opt<std::vector<bool>>(c, "layer_rope", {}, path);
+  for (const auto& [key, value] : c.items())
+    if (std::find(kKnownKeys.begin(), kKnownKeys.end(), key) == kKnownKeys.end())
+      throw Error(fmt::format("{}: config field '{}' is not known to this build (a newer "
+                              "converter wrote it); update Krafla",
+                              path, key));
 
   const auto bad = [&](const char* field, const std::string& why) {
     throw Error(fmt::format("{}: config field '{}' {}", path, field, why));
@@ -70,6 +87,14 @@ ModelConfig parse_config(const nlohmann::json& meta, const std::string& path) {
     bad("rope_freqs", fmt::format("has {} entries, expected head_dim/2 = {}", m.rope_freqs.size(),
                                   m.head_dim / 2));
   if (m.sliding_window < 0) bad("sliding_window", "is negative");
+  if (m.layer_window.empty()) m.layer_window.assign(m.n_layers, m.sliding_window);
+  if (m.layer_window.size() != size_t(m.n_layers))
+    bad("layer_window", fmt::format("has {} entries for {} layers", m.layer_window.size(), m.n_layers));
+  for (int w : m.layer_window)
+    if (w < 0) bad("layer_window", "holds a negative window");
+  if (m.layer_rope.empty()) m.layer_rope.assign(m.n_layers, true);
+  if (m.layer_rope.size() != size_t(m.n_layers))
+    bad("layer_rope", fmt::format("has {} entries for {} layers", m.layer_rope.size(), m.n_layers));
   if (!(m.norm_eps > 0 && m.norm_eps < 1)) bad("norm_eps", "is out of range");
   for (int e : m.eos_ids)
     if (e < 0 || e >= m.n_vocab) bad("eos_ids", fmt::format("holds {} outside the vocabulary", e));

@@ -88,6 +88,8 @@ void Forward::attention(int layer, int n, int pos0) {
   const int group = c_.n_heads / c_.n_kv_heads;
   const float scale = 1.0f / std::sqrt(float(hd));
   const int nt = pool_.size();
+  const LayerWeights& L = m_.layers[layer];
+  const int64_t window = c_.layer_window[layer];
   // RoPE on q and k, then k and v into the cache.
   pool_.run([&](int ti) {
     auto [t0, t1] = split_range(n, ti, nt);
@@ -97,12 +99,25 @@ void Forward::attention(int layer, int n, int pos0) {
       const float* sn = rope_sin_.data<float>() + pos * half;
       float* q = q_.data<float>() + t * q_dim;
       float* k = k_.data<float>() + t * kv_dim;
-      K::rope(q, c_.n_heads, hd, hd, cs, sn);
-      K::rope(k, c_.n_kv_heads, hd, hd, cs, sn);
+      float* v = v_.data<float>() + t * kv_dim;
+      if (L.bq) {
+        K::add_f32(q, L.bq, q, q_dim);
+        K::add_f32(k, L.bk, k, kv_dim);
+        K::add_f32(v, L.bv, v, kv_dim);
+      }
+      if (L.q_norm) {
+        for (int h = 0; h < c_.n_heads; ++h)
+          K::rmsnorm(q + h * hd, L.q_norm, 0.0f, c_.norm_eps, q + h * hd, hd);
+        for (int h = 0; h < c_.n_kv_heads; ++h)
+          K::rmsnorm(k + h * hd, L.k_norm, 0.0f, c_.norm_eps, k + h * hd, hd);
+      }
+      if (c_.layer_rope[layer]) {
+        K::rope(q, c_.n_heads, hd, hd, cs, sn);
+        K::rope(k, c_.n_kv_heads, hd, hd, cs, sn);
+      }
       for (int h = 0; h < c_.n_kv_heads; ++h) {
         std::memcpy(k_cache(layer, h) + pos * hd, k + h * hd, hd * sizeof(float));
-        std::memcpy(v_cache(layer, h) + pos * hd, v_.data<float>() + t * kv_dim + h * hd,
-                    hd * sizeof(float));
+        std::memcpy(v_cache(layer, h) + pos * hd, v + h * hd, hd * sizeof(float));
       }
     }
   });
@@ -113,8 +128,8 @@ void Forward::attention(int layer, int n, int pos0) {
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t t = u / c_.n_heads, h = u % c_.n_heads, kvh = h / group;
       const int64_t pos = pos0 + t;
-      // Sliding window (Mistral): the query sees the keys at distance < window.
-      const int64_t first = c_.sliding_window > 0 ? std::max<int64_t>(0, pos - c_.sliding_window + 1) : 0;
+      // Sliding window (Mistral, some Qwen2 layers): the query sees keys at distance < window.
+      const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
       attend_head(q_.data<float>() + t * q_dim + h * hd, k_cache(layer, kvh) + first * hd,
                   v_cache(layer, kvh) + first * hd, pos + 1 - first, hd, hd, scale, scores,
                   att_.data<float>() + t * q_dim + h * hd);

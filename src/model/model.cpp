@@ -2,6 +2,7 @@
 // this build's kernels, in parallel.
 #include <fmt/format.h>
 
+#include <set>
 #include <thread>
 
 #include "krafla/error.h"
@@ -25,23 +26,46 @@ WType matrix_type(const TensorView& t, const std::string& path) {
   }
 }
 
-const float* vec_f32(const MlbFile& f, const std::string& name, int64_t n) {
-  const TensorView& t = f.get(name, {n});
-  if (t.dtype != DType::F32)
-    throw Error(fmt::format("{}: tensor '{}' must be f32, is {}", f.path(), name,
-                            dtype_name(t.dtype)));
-  return reinterpret_cast<const float*>(t.data);
-}
+// Hands out the file's tensors by name and shape, remembering which were taken: a tensor
+// left over is refused, since it means a feature this build would silently leave out.
+class TensorTaker {
+ public:
+  explicit TensorTaker(const MlbFile& f) : f_(f) {}
 
-Matrix map_matrix(const MlbFile& f, const std::string& name, int64_t rows, int64_t cols) {
-  const TensorView& t = f.get(name, {rows, cols});
-  Matrix m;
-  m.type = matrix_type(t, f.path());
-  m.rows = rows;
-  m.cols = cols;
-  m.stored = t.data;
-  return m;
-}
+  const float* vec_f32(const std::string& name, int64_t n) {
+    const TensorView& t = take(name, {n});
+    if (t.dtype != DType::F32)
+      throw Error(fmt::format("{}: tensor '{}' must be f32, is {}", f_.path(), name,
+                              dtype_name(t.dtype)));
+    return reinterpret_cast<const float*>(t.data);
+  }
+
+  Matrix matrix(const std::string& name, int64_t rows, int64_t cols) {
+    const TensorView& t = take(name, {rows, cols});
+    Matrix m;
+    m.type = matrix_type(t, f_.path());
+    m.rows = rows;
+    m.cols = cols;
+    m.stored = t.data;
+    return m;
+  }
+
+  void check_all_taken(const std::string& arch) const {
+    for (const auto& t : f_.tensors())
+      if (t.dtype != DType::Bytes && !used_.count(t.name))
+        throw Error(fmt::format("{}: tensor '{}' is not part of a {} model as this build runs it "
+                                "(written by a newer converter?)",
+                                f_.path(), t.name, arch));
+  }
+
+ private:
+  const TensorView& take(const std::string& name, std::vector<int64_t> shape) {
+    used_.insert(name);
+    return f_.get(name, std::move(shape));
+  }
+  const MlbFile& f_;
+  std::set<std::string> used_;
+};
 
 void pack_all(std::vector<Matrix*>& mats, ThreadPool& pool) {
   const int64_t tile = kernels::row_tile();
@@ -106,30 +130,41 @@ std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
 
   const int64_t q_rows = int64_t{c.n_heads} * c.head_dim;
   const int64_t kv_rows = int64_t{c.n_kv_heads} * c.head_dim;
-  m->tok_embd = map_matrix(f, "tok_embd", c.n_vocab, c.dim);
-  m->output_norm = vec_f32(f, "output_norm", c.dim);
+  TensorTaker take(f);
+  m->tok_embd = take.matrix("tok_embd", c.n_vocab, c.dim);
+  m->output_norm = take.vec_f32("output_norm", c.dim);
   if (c.tie_embeddings) {
     if (f.find("output"))
       throw Error(fmt::format("{}: tie_embeddings is set but an 'output' tensor exists", path));
   } else {
-    m->output = map_matrix(f, "output", c.n_vocab, c.dim);
+    m->output = take.matrix("output", c.n_vocab, c.dim);
   }
   std::vector<Matrix*> to_pack;
   m->layers.resize(c.n_layers);
   for (int i = 0; i < c.n_layers; ++i) {
     auto& L = m->layers[i];
     const std::string p = fmt::format("blk.{}.", i);
-    L.attn_norm = vec_f32(f, p + "attn_norm", c.dim);
-    L.ffn_norm = vec_f32(f, p + "ffn_norm", c.dim);
-    L.wq = map_matrix(f, p + "attn_q", q_rows, c.dim);
-    L.wk = map_matrix(f, p + "attn_k", kv_rows, c.dim);
-    L.wv = map_matrix(f, p + "attn_v", kv_rows, c.dim);
-    L.wo = map_matrix(f, p + "attn_output", c.dim, q_rows);
-    L.gate = map_matrix(f, p + "ffn_gate", c.ffn_dim, c.dim);
-    L.up = map_matrix(f, p + "ffn_up", c.ffn_dim, c.dim);
-    L.down = map_matrix(f, p + "ffn_down", c.dim, c.ffn_dim);
+    L.attn_norm = take.vec_f32(p + "attn_norm", c.dim);
+    L.ffn_norm = take.vec_f32(p + "ffn_norm", c.dim);
+    L.wq = take.matrix(p + "attn_q", q_rows, c.dim);
+    L.wk = take.matrix(p + "attn_k", kv_rows, c.dim);
+    L.wv = take.matrix(p + "attn_v", kv_rows, c.dim);
+    L.wo = take.matrix(p + "attn_output", c.dim, q_rows);
+    L.gate = take.matrix(p + "ffn_gate", c.ffn_dim, c.dim);
+    L.up = take.matrix(p + "ffn_up", c.ffn_dim, c.dim);
+    L.down = take.matrix(p + "ffn_down", c.dim, c.ffn_dim);
+    if (c.qkv_bias) {
+      L.bq = take.vec_f32(p + "attn_q_bias", q_rows);
+      L.bk = take.vec_f32(p + "attn_k_bias", kv_rows);
+      L.bv = take.vec_f32(p + "attn_v_bias", kv_rows);
+    }
+    if (c.qk_norm) {
+      L.q_norm = take.vec_f32(p + "attn_q_norm", c.head_dim);
+      L.k_norm = take.vec_f32(p + "attn_k_norm", c.head_dim);
+    }
     for (Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) to_pack.push_back(x);
   }
+  take.check_all_taken(c.arch);
   to_pack.push_back(c.tie_embeddings ? &m->tok_embd : &m->output);
   ThreadPool pool(n_threads > 0 ? n_threads : int(std::thread::hardware_concurrency()));
   pack_all(to_pack, pool);

@@ -28,6 +28,11 @@ struct LayerWeights {
   const float* ffn_norm;   // (dim)
   Matrix gate, up;         // (ffn_dim, dim)
   Matrix down;             // (dim, ffn_dim)
+  const float* bq = nullptr;  // (n_heads*head_dim) with qkv_bias
+  const float* bk = nullptr;  // (n_kv_heads*head_dim)
+  const float* bv = nullptr;
+  const float* q_norm = nullptr;  // (head_dim) with qk_norm
+  const float* k_norm = nullptr;
 };
 
 struct Model::Impl {
