@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstring>
+
 #include "krafla/error.h"
 
 namespace krafla {
@@ -70,11 +72,99 @@ std::string render_zephyr(const std::vector<ChatMessage>& msgs, bool gen) {
   return out;
 }
 
+// ChatML: <|im_start|>role\ncontent<|im_end|>\n, generation prompt <|im_start|>assistant\n.
+// Qwen2/2.5 adds its default system prompt when none is given; SmolLM2 adds its own.
+std::string chatml_with_default(const std::vector<ChatMessage>& msgs, bool gen,
+                                const char* default_system, const char* tmpl) {
+  std::string out;
+  if (default_system && (msgs.empty() || msgs[0].role != "system"))
+    out += std::string("<|im_start|>system\n") + default_system + "<|im_end|>\n";
+  for (const auto& m : msgs) {
+    check_role(m, tmpl);
+    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  }
+  if (gen) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+std::string render_chatml(const std::vector<ChatMessage>& msgs, bool gen) {
+  return chatml_with_default(msgs, gen, nullptr, "chatml");
+}
+std::string render_qwen(const std::vector<ChatMessage>& msgs, bool gen) {
+  return chatml_with_default(
+      msgs, gen, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.", "qwen");
+}
+std::string render_smollm(const std::vector<ChatMessage>& msgs, bool gen) {
+  return chatml_with_default(
+      msgs, gen, "You are a helpful AI assistant named SmolLM, trained by Hugging Face", "smollm");
+}
+
+std::string strip_chars(const std::string& s, const char* chars, bool left, bool right) {
+  size_t b = 0, e = s.size();
+  if (left) b = s.find_first_not_of(chars) == std::string::npos ? e : s.find_first_not_of(chars);
+  if (right)
+    while (e > b && std::strchr(chars, s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+// Qwen3: ChatML; an assistant turn's <think>…</think> block is kept only after the last user
+// message (earlier turns show only the answer); think=false appends an empty think block to
+// the generation prompt (enable_thinking=false).
+std::string qwen3_like(const std::vector<ChatMessage>& msgs, bool gen, bool think, const char* tmpl) {
+  std::string out;
+  // The template's last_query_index: the last user message, else the last message.
+  size_t last_user = msgs.empty() ? 0 : msgs.size() - 1;
+  for (size_t i = msgs.size(); i-- > 0;)
+    if (msgs[i].role == "user") {
+      last_user = i;
+      break;
+    }
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const auto& m = msgs[i];
+    check_role(m, tmpl);
+    if (m.role == "user" || m.role == "system") {
+      out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      continue;
+    }
+    std::string content = m.content, reasoning;
+    if (const size_t close = content.rfind("</think>"); close != std::string::npos) {
+      std::string before = content.substr(0, content.find("</think>"));
+      if (const size_t open = before.rfind("<think>"); open != std::string::npos)
+        before = before.substr(open + 7);
+      reasoning = strip_chars(strip_chars(before, "\n", false, true), "\n", true, false);
+      content = strip_chars(content.substr(close + 8), "\n", true, false);
+    }
+    const bool after_query = i > last_user;
+    if (after_query && (i + 1 == msgs.size() || !reasoning.empty()))
+      out += "<|im_start|>assistant\n<think>\n" + strip_chars(reasoning, "\n", true, true) +
+             "\n</think>\n\n" + strip_chars(content, "\n", true, false);
+    else
+      out += "<|im_start|>assistant\n" + content;
+    out += "<|im_end|>\n";
+  }
+  if (gen) {
+    out += "<|im_start|>assistant\n";
+    if (!think) out += "<think>\n\n</think>\n\n";
+  }
+  return out;
+}
+std::string render_qwen3(const std::vector<ChatMessage>& msgs, bool gen) {
+  return qwen3_like(msgs, gen, true, "qwen3");
+}
+std::string render_qwen3_nothink(const std::vector<ChatMessage>& msgs, bool gen) {
+  return qwen3_like(msgs, gen, false, "qwen3-nothink");
+}
+
 const std::vector<ChatTemplate>& all() {
   static const std::vector<ChatTemplate> t = {
       {"llama3", render_llama3, {"<|eot_id|>", "<|end_of_text|>"}},
       {"llama2", render_llama2, {"</s>"}},
       {"zephyr", render_zephyr, {"</s>"}},
+      {"chatml", render_chatml, {"<|im_end|>", "<|endoftext|>"}},
+      {"qwen", render_qwen, {"<|im_end|>", "<|endoftext|>"}},
+      {"qwen3", render_qwen3, {"<|im_end|>", "<|endoftext|>"}},
+      {"qwen3-nothink", render_qwen3_nothink, {"<|im_end|>", "<|endoftext|>"}},
+      {"smollm", render_smollm, {"<|im_end|>", "<|endoftext|>"}},
   };
   return t;
 }

@@ -23,6 +23,24 @@ const templates = {
       "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + message['content'] + eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\n' + message['content'] + eos_token }}\n{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}",
     bos: "<s>", eos: "</s>",
   },
+  qwen3: { src: cfg("qwen3").chat_template, bos: "", eos: "<|im_end|>" },
+  "qwen3-nothink": { src: cfg("qwen3").chat_template, bos: "", eos: "<|im_end|>", extra: { enable_thinking: false } },
+  // Qwen2.5-Instruct and SmolLM2-Instruct: their repos' chat_template strings (no tools).
+  qwen: {
+    src:
+      "{%- if messages[0]['role'] == 'system' %}\n    {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n{%- else %}\n    {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}\n{%- endif %}\n{%- for message in messages %}\n    {%- if (message.role == \"user\") or (message.role == \"system\" and not loop.first) or (message.role == \"assistant\") %}\n        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n    {%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n{%- endif %}\n",
+    bos: "", eos: "<|im_end|>",
+  },
+  smollm: {
+    src:
+      "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}",
+    bos: "", eos: "<|im_end|>",
+  },
+  chatml: {
+    src:
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}",
+    bos: "", eos: "<|im_end|>",
+  },
 };
 
 const conversations = [
@@ -41,6 +59,15 @@ const conversations = [
     { role: "assistant", content: "reply two" },
     { role: "user", content: "third" },
   ],
+  [
+    { role: "user", content: "think first" },
+    { role: "assistant", content: "<think>\nsome reasoning\n</think>\n\nthe answer" },
+    { role: "user", content: "and now?" },
+  ],
+  [
+    { role: "user", content: "q" },
+    { role: "assistant", content: "<think>\nr\n\n</think>\n\n\nlast answer" },
+  ],
 ];
 
 const out = [];
@@ -48,7 +75,7 @@ for (const [name, t] of Object.entries(templates)) {
   const tmpl = new Template(t.src);
   for (const messages of conversations) {
     const text = tmpl.render({
-      messages, add_generation_prompt: true, bos_token: t.bos, eos_token: t.eos,
+      messages, add_generation_prompt: true, bos_token: t.bos, eos_token: t.eos, ...(t.extra ?? {}),
     });
     out.push({ template: name, messages, add_generation_prompt: true, text });
   }
