@@ -113,7 +113,9 @@ int main(int argc, char** argv) {
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? 0 : cli::kExitBadInput;
+      if (e.get_exit_code() == 0) return app.exit(e);  // --help
+      fmt::print(stderr, "ml_server: error: {} (see --help)\n", e.what());
+      return cli::kExitBadInput;
     }
     a.http.log_requests = !quiet;
     return serve(a);
