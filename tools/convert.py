@@ -24,8 +24,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_tokenizer as ctok  # noqa: E402
 import mlb  # noqa: E402
-from hf_config import (ARCHS, ConvertError, compute_rope, normalize_config,  # noqa: E402,F401
-                       rope_params, rope_type)
+from hf_config import ConvertError, compute_rope, normalize_config  # noqa: E402,F401
 import quant  # noqa: E402
 import safetensors_io as st  # noqa: E402
 

@@ -6,6 +6,7 @@ safetensors round trips (f32/f16/bf16, shards), the .mlb writer against docs/for
 byte by byte, .mlt files, gen_random configs and logit scale, convert (config keys, tensor
 table, dtypes, values, llama2.c path), converter refusals, rope scaling (two independent
 implementations), ref_forward against a naive loop implementation, and compare.py.
+The Qwen2/Qwen3/SmolLM2/SmolLM3 paths are tested in test_tools_arch.py.
 """
 from __future__ import annotations
 
@@ -317,57 +318,80 @@ class RopeTest(unittest.TestCase):
 
 # ------------------------------------------------------------------------------ ref_forward
 
-def naive_forward(cfg: dict, W: dict, tokens: list[int]) -> np.ndarray:
-    """Loop-by-loop float64 forward of one causal LM (for a cross-check of ref_forward)."""
-    dim, nh, nkv, hd = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+def naive_forward(cfg: dict, W: dict, tokens: list[int], windows: list[int] | None = None,
+                  use_rope: list[bool] | None = None, inv: np.ndarray | None = None,
+                  attn_factor: float = 1.0) -> np.ndarray:
+    """Token-by-token float64 forward of one causal LM with every feature spelled out as loops
+    (for a cross-check of ref_forward): q/k/v biases and q/k norms where W has them, a window
+    and a RoPE flag per layer (default: config's sliding_window on every layer, RoPE
+    everywhere), inverse frequencies (default: rope_theta^(-2i/head_dim)) and attention factor."""
+    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
     eps, T, half = cfg["rms_norm_eps"], len(tokens), cfg["head_dim"] // 2
-    window = cfg.get("sliding_window") or 0
+    L_all = cfg["num_hidden_layers"]
+    windows = windows if windows is not None else [cfg.get("sliding_window") or 0] * L_all
+    use_rope = use_rope if use_rope is not None else [True] * L_all
+    inv = inv if inv is not None else cfg["rope_theta"] ** (-2.0 * np.arange(half) / hd)
     W = {k: v.astype(np.float64) for k, v in W.items()}
 
-    def norm(x, w):
+    def rms(x, w):
         return np.array([x[i] / np.sqrt(sum(v * v for v in x) / len(x) + eps) * w[i] for i in range(len(x))])
 
     def rot(vec, pos):
         out = vec.copy()
         for i in range(half):
-            th = pos * cfg["rope_theta"] ** (-2.0 * i / hd)
-            a, b = vec[i], vec[i + half]
-            out[i], out[i + half] = a * np.cos(th) - b * np.sin(th), b * np.cos(th) + a * np.sin(th)
+            c, s = np.cos(pos * inv[i]) * attn_factor, np.sin(pos * inv[i]) * attn_factor
+            out[i], out[i + half] = vec[i] * c - vec[i + half] * s, vec[i + half] * c + vec[i] * s
         return out
+
+    def head(vecs, t, hidx, name, L):
+        x = vecs[t][hidx * hd:(hidx + 1) * hd]
+        nw = W.get(f"model.layers.{L}.self_attn.{name}_norm.weight")
+        if nw is not None:
+            x = rms(x, nw)
+        return rot(x, t) if use_rope[L] else x
+
+    def lin(name, x):
+        y = W[name + ".weight"] @ x
+        return y + W[name + ".bias"] if name + ".bias" in W else y
     h = [W["model.embed_tokens.weight"][t].copy() for t in tokens]
     for L in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{L}."
-        xs = [norm(h[t], W[p + "input_layernorm.weight"]) for t in range(T)]
-        q = [W[p + "self_attn.q_proj.weight"] @ x for x in xs]
-        k = [W[p + "self_attn.k_proj.weight"] @ x for x in xs]
-        v = [W[p + "self_attn.v_proj.weight"] @ x for x in xs]
+        xs = [rms(h[t], W[p + "input_layernorm.weight"]) for t in range(T)]
+        q = [lin(p + "self_attn.q_proj", x) for x in xs]
+        k = [lin(p + "self_attn.k_proj", x) for x in xs]
+        v = [lin(p + "self_attn.v_proj", x) for x in xs]
         for t in range(T):
             att = np.zeros(nh * hd)
-            for head in range(nh):
-                kvh = head // (nh // nkv)
-                qh = rot(q[t][head * hd:(head + 1) * hd], t)
-                keys = [j for j in range(t + 1) if not window or t - j < window]
-                s = [qh @ rot(k[j][kvh * hd:(kvh + 1) * hd], j) / np.sqrt(hd) for j in keys]
+            for hh in range(nh):
+                kvh = hh // (nh // nkv)
+                qh = head(q, t, hh, "q", L)
+                keys = [j for j in range(t + 1) if not windows[L] or t - j < windows[L]]
+                s = [qh @ head(k, j, kvh, "k", L) / np.sqrt(hd) for j in keys]
                 e = np.exp(np.array(s) - max(s))
                 e /= e.sum()
                 for wgt, j in zip(e, keys):
-                    att[head * hd:(head + 1) * hd] += wgt * v[j][kvh * hd:(kvh + 1) * hd]
+                    att[hh * hd:(hh + 1) * hd] += wgt * v[j][kvh * hd:(kvh + 1) * hd]
             h[t] = h[t] + W[p + "self_attn.o_proj.weight"] @ att
         for t in range(T):
-            x = norm(h[t], W[p + "post_attention_layernorm.weight"])
+            x = rms(h[t], W[p + "post_attention_layernorm.weight"])
             g, u = W[p + "mlp.gate_proj.weight"] @ x, W[p + "mlp.up_proj.weight"] @ x
             h[t] = h[t] + W[p + "mlp.down_proj.weight"] @ (g / (1 + np.exp(-g)) * u)
     out = W.get("lm_head.weight", W["model.embed_tokens.weight"])
-    return np.array([out @ norm(h[t], W["model.norm.weight"]) for t in range(T)])
+    return np.array([out @ rms(h[t], W["model.norm.weight"]) for t in range(T)])
 
 
 def micro_model(d: str, model_type: str = "llama", tied: bool = False, window: int | None = None,
                 layers: int = 1, vocab: int = 40) -> tuple[dict, dict]:
     shape = dict(dim=32, n_layers=layers, n_heads=4, n_kv_heads=2, head_dim=16, ffn=64, theta=10000.0,
                  eps=1e-5, max_pos=256, tied=tied, sliding_window=window or 4096)
-    cfg = gen_random.make_config(model_type, shape, vocab, 1, 2, "f32")
-    specs = gen_random.tensor_specs(shape, vocab)
-    W = {n: np.concatenate(list(gen_random.gen_tensor(7, n, sh, std, "f32"))).reshape(sh)
+    return write_micro(d, model_type, shape, vocab, 7)
+
+
+def write_micro(d: str, arch: str, shape: dict, vocab: int, seed: int) -> tuple[dict, dict]:
+    """A gen_random checkpoint of a hand-made shape in d: (config, HF name -> array)."""
+    cfg = gen_random.make_config(arch, shape, vocab, 1, 2, "f32")
+    specs = gen_random.tensor_specs(shape, vocab, arch)
+    W = {n: np.concatenate(list(gen_random.gen_tensor(seed, n, sh, std, "f32"))).reshape(sh)
          for n, (sh, std) in specs.items()}
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:

@@ -32,7 +32,7 @@ import hf_config  # noqa: E402
 import mlb  # noqa: E402
 import ref_forward  # noqa: E402
 import safetensors_io as st  # noqa: E402
-from test_tools import run_main  # noqa: E402
+from test_tools import naive_forward, run_main, write_micro  # noqa: E402
 
 TOKS = os.path.join(REPO, ".models", "tokenizers")
 HAVE_QWEN = os.path.isfile(os.path.join(TOKS, "qwen3", "tokenizer.json"))
@@ -230,75 +230,13 @@ class ChatTemplateTest(unittest.TestCase):
 
 # ------------------------------------------------------------------------------ ref_forward
 
-def naive_forward(cfg: dict, W: dict, tokens: list[int], windows: list[int], use_rope: list[bool],
-                  inv: np.ndarray, attn_factor: float) -> np.ndarray:
-    """Token-by-token float64 forward with every feature spelled out as loops."""
-    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
-    eps, T, half = cfg["rms_norm_eps"], len(tokens), cfg["head_dim"] // 2
-    W = {k: v.astype(np.float64) for k, v in W.items()}
-
-    def rms(x, w):
-        return np.array([x[i] / np.sqrt(sum(v * v for v in x) / len(x) + eps) * w[i] for i in range(len(x))])
-
-    def rot(vec, pos):
-        out = vec.copy()
-        for i in range(half):
-            c, s = np.cos(pos * inv[i]) * attn_factor, np.sin(pos * inv[i]) * attn_factor
-            out[i], out[i + half] = vec[i] * c - vec[i + half] * s, vec[i + half] * c + vec[i] * s
-        return out
-
-    def head(vecs, t, hidx, name, L):
-        x = vecs[t][hidx * hd:(hidx + 1) * hd]
-        nw = W.get(f"model.layers.{L}.self_attn.{name}_norm.weight")
-        if nw is not None:
-            x = rms(x, nw)
-        return rot(x, t) if use_rope[L] else x
-
-    def lin(name, x):
-        y = W[name + ".weight"] @ x
-        return y + W[name + ".bias"] if name + ".bias" in W else y
-    h = [W["model.embed_tokens.weight"][t].copy() for t in tokens]
-    for L in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{L}."
-        xs = [rms(h[t], W[p + "input_layernorm.weight"]) for t in range(T)]
-        q = [lin(p + "self_attn.q_proj", x) for x in xs]
-        k = [lin(p + "self_attn.k_proj", x) for x in xs]
-        v = [lin(p + "self_attn.v_proj", x) for x in xs]
-        for t in range(T):
-            att = np.zeros(nh * hd)
-            for hh in range(nh):
-                kvh = hh // (nh // nkv)
-                qh = head(q, t, hh, "q", L)
-                keys = [j for j in range(t + 1) if not windows[L] or t - j < windows[L]]
-                s = [qh @ head(k, j, kvh, "k", L) / np.sqrt(hd) for j in keys]
-                e = np.exp(np.array(s) - max(s))
-                e /= e.sum()
-                for wgt, j in zip(e, keys):
-                    att[hh * hd:(hh + 1) * hd] += wgt * v[j][kvh * hd:(kvh + 1) * hd]
-            h[t] = h[t] + W[p + "self_attn.o_proj.weight"] @ att
-        for t in range(T):
-            x = rms(h[t], W[p + "post_attention_layernorm.weight"])
-            g, u = W[p + "mlp.gate_proj.weight"] @ x, W[p + "mlp.up_proj.weight"] @ x
-            h[t] = h[t] + W[p + "mlp.down_proj.weight"] @ (g / (1 + np.exp(-g)) * u)
-    out = W.get("lm_head.weight", W["model.embed_tokens.weight"])
-    return np.array([out @ rms(h[t], W["model.norm.weight"]) for t in range(T)])
-
-
 def micro(d: str, arch: str, rope: str | None = None, **shape_kw) -> tuple[dict, dict]:
     shape = dict(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8, ffn=64, theta=10000.0,
                  eps=1e-6, max_pos=64, tied=True, use_sliding_window=False, sliding_window=None,
                  max_window_layers=28, no_rope_layers=[1, 1])
     shape.update(shape_kw)
     shape["rope_scaling"], shape["max_pos"] = gen_random.rope_scaling(rope, 4.0, shape["max_pos"])
-    cfg = gen_random.make_config(arch, shape, 40, 1, 2, "f32")
-    specs = gen_random.tensor_specs(shape, 40, arch)
-    W = {n: np.concatenate(list(gen_random.gen_tensor(5, n, sh, std, "f32"))).reshape(sh)
-         for n, (sh, std) in specs.items()}
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg, f)
-    st.save_dict(os.path.join(d, "model.safetensors"), W)
-    return cfg, W
+    return write_micro(d, arch, shape, 40, 5)
 
 
 class RefForwardArchTest(unittest.TestCase):
