@@ -147,10 +147,12 @@ def make_config(arch: str, s: dict, n_vocab: int, bos: int, eos: int, dtype: str
     if arch == "mistral":
         cfg["sliding_window"] = s.get("sliding_window", 4096)
     if model_type in ("qwen2", "qwen3"):
-        cfg.update(use_sliding_window=s["use_sliding_window"], sliding_window=s["sliding_window"],
-                   max_window_layers=s["max_window_layers"])
+        cfg.update(use_sliding_window=s.get("use_sliding_window", False),
+                   sliding_window=s.get("sliding_window"),
+                   max_window_layers=s.get("max_window_layers", s["n_layers"]))
     if model_type == "smollm3":
-        cfg.update(no_rope_layers=s["no_rope_layers"], no_rope_layer_interval=4,
+        no_rope = s.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(s["n_layers"])]
+        cfg.update(no_rope_layers=no_rope, no_rope_layer_interval=4,
                    use_sliding_window=False, sliding_window=None)
     return cfg
 

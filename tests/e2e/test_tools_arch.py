@@ -130,6 +130,27 @@ class ConfigTest(unittest.TestCase):
                 self.assertIn(needle, str(cm.exception))
         self.assertTrue(norm(hf_cfg("qwen2", attention_bias=True))["qkv_bias"])  # not a Qwen2 key
 
+    def test_full_shapes_normalize(self):
+        """The benchmark shapes (not generated here: 0.5-3B weights) give configs that convert
+        accepts with gen_random's own tensor table."""
+        want = {"qwen2.5-0.5b": ("qwen2", dict(head_dim=64, qkv_bias=True, layer_window=[0] * 24)),
+                "qwen3-0.6b": ("qwen3", dict(head_dim=128, qk_norm=True, layer_window=[0] * 28)),
+                "smollm3-3b": ("smollm3", dict(head_dim=128, layer_rope=[(i + 1) % 4 != 0 for i in range(36)])),
+                "smollm2-135m": ("smollm2", dict(head_dim=64, arch="llama")),
+                "qwen2-tiny": ("qwen2", dict(layer_window=[0, 0, 16, 16])),
+                "tiny": ("qwen2", dict(layer_window=[0, 0])),          # any shape with any arch
+                "smollm3-tiny": ("smollm3", dict(layer_rope=[True, False, True, False]))}
+        for shape, (arch, keys) in want.items():
+            s = gen_random.SHAPES[shape]
+            n_vocab = s.get("vocab", 151936 if s["tok"] == "qwen3" else 128256)
+            cfg = gen_random.make_config(arch, s, n_vocab, 1, 2, "bf16")
+            c = norm(cfg)
+            specs = gen_random.tensor_specs(s, n_vocab, arch)
+            convert.check_tensors(convert.tensor_plan(c), {n: sh for n, (sh, _) in specs.items()}, c)
+            with self.subTest(shape=shape):
+                self.assertEqual({k: c[k] for k in keys}, keys)
+                self.assertTrue(c["tie_embeddings"] or shape == "tiny")
+
     def test_qk_shape_refusals(self):
         c = norm(hf_cfg("qwen3"))
         plan = convert.tensor_plan(c)
