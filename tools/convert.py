@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_tokenizer as ctok  # noqa: E402
+import gemma  # noqa: E402
 import mlb  # noqa: E402
 from hf_config import ConvertError, compute_rope, normalize_config  # noqa: E402,F401
 import quant  # noqa: E402
@@ -146,8 +147,11 @@ def _load_json(path: str, required: bool) -> dict[str, Any]:
         return json.load(f)
 
 
-def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str) -> None:
+def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str | None) -> None:
     cfg = _load_json(os.path.join(d, "config.json"), True)
+    if gemma.is_gemma(cfg):       # Gemma 2/3: tools/gemma.py (own plan, 1+w norms, vision skipped)
+        return gemma.convert_hf(d, out, qtype, q8, q4_rule, write_mlb, PROG)
+    q4_rule = q4_rule or "fit"
     gen = _load_json(os.path.join(d, "generation_config.json"), False)
     tok_files = ctok.read_tokenizer_files(d)
     tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
@@ -243,8 +247,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--q8", default="embd,output",
                    help="with --quant q4_0: matrix classes kept in q8_0 (comma list of "
                         + ",".join(MATRIX_CLASSES) + "; default embd,output)")
-    p.add_argument("--q4-rule", choices=["fit", "round"], default="fit",
-                   help="Q4_0 scale rule: fit (search, default) or round (llama.cpp)")
+    p.add_argument("--q4-rule", choices=["fit", "round"], default=None,
+                   help="Q4_0 scale rule: fit (search) or round (llama.cpp); default round for "
+                        "Gemma 3, fit otherwise (docs/quantization.md)")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -266,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
             os.remove(a.out)
         q8 = parse_q8(a.q8)
         if argv and argv[0] == "llama2c":
-            convert_llama2c(a.ckpt, a.tokdir, a.out, a.quant, q8, a.q4_rule)
+            convert_llama2c(a.ckpt, a.tokdir, a.out, a.quant, q8, a.q4_rule or "fit")
         else:
             convert_hf(a.hf_dir, a.out, a.quant, q8, a.q4_rule)
     except (ConvertError, ctok.TokenizerError, st.SafetensorsError, OSError, json.JSONDecodeError) as e:
