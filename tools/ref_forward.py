@@ -185,9 +185,13 @@ def layer_schedule(cfg: dict[str, Any]) -> tuple[list[int], list[bool]]:
 
 
 def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None = None,
-            q8: set[str] | None = None, q4_rule: str = "fit") -> np.ndarray:
+            q8: set[str] | None = None, q4_rule: str | None = None) -> np.ndarray:
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
+    if cfg.get("model_type") in ("gemma2", "gemma3_text", "gemma3"):   # Gemma 2/3: tools/ref_gemma.py
+        import ref_gemma
+        return ref_gemma.forward(d, tokens, dt, qtype, q8, q4_rule)
+    q4_rule = q4_rule or "fit"
     W = Weights(d, dt, qtype, q8 if q8 is not None else {"embd", "output"}, q4_rule)
     dim, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
@@ -247,7 +251,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--quantized-weights", choices=["f16", "q8_0", "q4_0"],
                    help="round-trip the weight matrices through this type first")
     p.add_argument("--q8", default="embd,output", help="with q4_0: classes kept in q8_0")
-    p.add_argument("--q4-rule", choices=["fit", "round"], default="fit")
+    p.add_argument("--q4-rule", choices=["fit", "round"], default=None,
+                   help="default: convert.py's (round for Gemma 3, fit otherwise)")
     p.add_argument("--top", type=int, default=5, help="top tokens to print per position")
     a = p.parse_args(argv)
     try:
