@@ -68,22 +68,26 @@ def special_id(tok_json: dict[str, Any], tok_cfg: dict[str, Any], key: str) -> i
     return token_ids(tok_json).get(s, -1) if s else -1
 
 
-# Markers of the ChatML-family templates (<|im_start|>role\n … <|im_end|>) that differ in what
-# they add around plain ChatML: Qwen2.5's default system prompt, SmolLM3's metadata system block.
-QWEN_DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud."
-SMOLLM3_MARKERS = ("Reasoning Mode", "Knowledge Cutoff Date", "/no_think")
+# ChatML-family templates (<|im_start|>role\n … <|im_end|>) differ in what they add around
+# plain ChatML; each runtime renderer (src/chat) matches one of them exactly.
+CHATML_KINDS = (
+    # SmolLM3: a metadata system block (dates, reasoning mode) that no renderer reproduces
+    (("Reasoning Mode", "Knowledge Cutoff Date", "/no_think"), ""),
+    (("You are Qwen, created by Alibaba Cloud.",), "qwen"),                 # Qwen2.5 default system
+    (("You are a helpful AI assistant named SmolLM",), "smollm"),          # SmolLM2 default system
+    (("<think>", "enable_thinking", "reasoning_content"), "qwen3"),        # Qwen3 thinking turns
+)
 _DEFAULT_SYSTEM = re.compile(r"<\|im_start\|>system(?:\\n|\n)[^'\"{]")
 
 
 def _chatml_kind(tmpl: str) -> str:
     """Name of the renderer for a template that uses <|im_start|>."""
-    if any(m in tmpl for m in SMOLLM3_MARKERS):
-        return "smollm"
-    if QWEN_DEFAULT_SYSTEM in tmpl:
-        return "qwen"
+    for markers, name in CHATML_KINDS:
+        if any(m in tmpl for m in markers):
+            return name
     if _DEFAULT_SYSTEM.search(tmpl):
-        return ""          # some other built-in system prompt (Qwen2, SmolLM2): no renderer yet
-    return "chatml"        # plain ChatML (Qwen3's template renders plain turns the same way)
+        return ""          # another built-in system prompt (Qwen2's): no renderer
+    return "chatml"
 
 
 def guess_chat_template(tok_json: dict[str, Any], tok_cfg: dict[str, Any]) -> str:

@@ -228,6 +228,8 @@ class ChatTemplateTest(unittest.TestCase):
              "helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n'}}")
     SMOL3 = ("{{- '<|im_start|>system\\n' -}}{{- '## Metadata\\n\\nKnowledge Cutoff Date: June 2025\\n' -}}"
              "{{- 'Reasoning Mode: ' + reasoning_mode + '\\n\\n' -}}")
+    SMOL2 = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>"
+             "system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}")
     CHATML = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}"
 
     def test_guess(self):
@@ -236,7 +238,10 @@ class ChatTemplateTest(unittest.TestCase):
         plain = {"model": {"vocab": {"a": 0}}}
         g = ctok.guess_chat_template
         self.assertEqual(g(plain, {"chat_template": self.QWEN25}), "qwen")
-        self.assertEqual(g(l3vocab, {"chat_template": self.SMOL3}), "smollm")   # template before vocabulary
+        self.assertEqual(g(l3vocab, {"chat_template": self.SMOL3}), "")         # template before vocabulary
+        self.assertEqual(g(l3vocab, {"chat_template": self.SMOL3 + self.SMOL2}), "")
+        self.assertEqual(g(plain, {"chat_template": self.SMOL2}), "smollm")
+        self.assertEqual(g(plain, {"chat_template": self.CHATML + "{{ '<think>\n\n</think>' }}"}), "qwen3")
         self.assertEqual(g(plain, {"chat_template": self.CHATML}), "chatml")
         self.assertEqual(g(plain, {"chat_template": self.QWEN2}), "")            # other default system prompt
         self.assertEqual(g(l3vocab, {}), "llama3")
@@ -246,7 +251,7 @@ class ChatTemplateTest(unittest.TestCase):
     def test_qwen3_tokenizer(self):
         files = ctok.read_tokenizer_files(os.path.join(TOKS, "qwen3"))
         tj, tc = json.loads(files["tokenizer.json"]), json.loads(files["tokenizer_config.json"])
-        self.assertEqual(ctok.guess_chat_template(tj, tc), "chatml")
+        self.assertEqual(ctok.guess_chat_template(tj, tc), "qwen3")
 
 
 # ------------------------------------------------------------------------------ ref_forward
@@ -376,7 +381,7 @@ class TinyArchConvertTest(unittest.TestCase):
         c = r.config
         self.assertEqual((c["arch"], c["qkv_bias"], c["qk_norm"], c["layer_window"], c["sliding_window"],
                           c["tie_embeddings"], c["eos_ids"], c["chat_template"]),
-                         ("qwen2", True, False, [0, 0, 16, 16], 0, True, [151645, 151643], "chatml"))
+                         ("qwen2", True, False, [0, 0, 16, 16], 0, True, [151645, 151643], "qwen3"))
         self.assertNotIn("layer_rope", c)
         self.assertEqual(r.tensors["blk.1.attn_k_bias"]["dtype"], "f32")
         self.assertEqual(r.tensors["blk.1.attn_k_bias"]["shape"], [64])
