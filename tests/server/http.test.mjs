@@ -182,8 +182,11 @@ test('SIGTERM shuts the server down cleanly (exit 0), also mid-request', async (
   await reader.cancel().catch(() => {});
 });
 
-test('SIGINT shuts the server down cleanly', async () => {
-  const s = await startServer(['-t', '1']);
+test('KRAFLA_API_KEY sets the key; SIGINT shuts the server down cleanly', async () => {
+  const s = await startServer(['-t', '1'], { env: { KRAFLA_API_KEY: 'from-env' } });
+  assert.equal((await fetch(`${s.url}/v1/models`)).status, 401);
+  const ok = await fetch(`${s.url}/v1/models`, { headers: { Authorization: 'Bearer from-env' } });
+  assert.equal(ok.status, 200);
   const { code } = await s.stop('SIGINT');
   assert.equal(code, 0, s.log());
 });
