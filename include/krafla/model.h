@@ -11,7 +11,7 @@ namespace krafla {
 
 // The normalized configuration of docs/format.md ("config" in the metadata).
 struct ModelConfig {
-  std::string arch;  // llama, mistral, qwen2, qwen3, smollm3
+  std::string arch;  // llama, mistral, qwen2, qwen3, smollm3, gemma2, gemma3
   int n_vocab = 0;
   int dim = 0;
   int n_layers = 0;
@@ -32,6 +32,14 @@ struct ModelConfig {
   bool qk_norm = false;           // Qwen3: per-head RMSNorm of q and k before RoPE
   std::vector<int> layer_window;  // [n_layers] sliding window per layer, 0: full attention
   std::vector<bool> layer_rope;   // [n_layers] false: the layer applies no RoPE (SmolLM3)
+  enum class Activation { SiLU, GeluTanh } activation = Activation::SiLU;
+  float embd_scale = 1.0f;        // Gemma: sqrt(dim)
+  float attn_scale = 0.0f;        // q·k scale; 1/sqrt(head_dim) unless the file says otherwise
+  float attn_softcap = 0.0f;      // Gemma 2: cap*tanh(score/cap); 0: off
+  float final_softcap = 0.0f;     // Gemma 2: cap*tanh(logit/cap); 0: off
+  bool post_norms = false;        // Gemma 2/3: RMSNorm on the attention and MLP outputs
+  std::vector<float> rope_freqs_local;  // Gemma 3 local layers' inverse frequencies
+  std::vector<bool> layer_rope_local;   // [n_layers] true: use rope_freqs_local
 };
 
 class Model {

@@ -155,6 +155,27 @@ std::string render_qwen3_nothink(const std::vector<ChatMessage>& msgs, bool gen)
   return qwen3_like(msgs, gen, false, "qwen3-nothink");
 }
 
+// Gemma 2/3: <start_of_turn>user|model, content trimmed; a system prompt has no turn of its
+// own: it is prefixed (with a blank line) to the first user turn; roles must alternate.
+std::string render_gemma(const std::vector<ChatMessage>& msgs, bool gen) {
+  std::string out = "<bos>", prefix;
+  size_t i = 0;
+  if (!msgs.empty() && msgs[0].role == "system") {
+    prefix = msgs[0].content + "\n\n";
+    i = 1;
+  }
+  for (size_t k = 0; i < msgs.size(); ++i, ++k) {
+    const auto& m = msgs[i];
+    check_role(m, "gemma");
+    if ((m.role == "user") != (k % 2 == 0))
+      throw Error("chat template gemma: roles must alternate user/assistant after the system prompt");
+    out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n" +
+           (k == 0 ? prefix : "") + trim(m.content) + "<end_of_turn>\n";
+  }
+  if (gen) out += "<start_of_turn>model\n";
+  return out;
+}
+
 const std::vector<ChatTemplate>& all() {
   static const std::vector<ChatTemplate> t = {
       {"llama3", render_llama3, {"<|eot_id|>", "<|end_of_text|>"}},
@@ -164,6 +185,7 @@ const std::vector<ChatTemplate>& all() {
       {"qwen", render_qwen, {"<|im_end|>", "<|endoftext|>"}},
       {"qwen3", render_qwen3, {"<|im_end|>", "<|endoftext|>"}},
       {"qwen3-nothink", render_qwen3_nothink, {"<|im_end|>", "<|endoftext|>"}},
+      {"gemma", render_gemma, {"<end_of_turn>", "<eos>"}},
       {"smollm", render_smollm, {"<|im_end|>", "<|endoftext|>"}},
   };
   return t;

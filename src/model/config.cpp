@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "krafla/error.h"
 #include "model/model_impl.h"
@@ -10,7 +11,8 @@
 namespace krafla {
 namespace {
 
-const std::vector<std::string> kKnownArchs = {"llama", "mistral", "qwen2", "qwen3", "smollm3"};
+const std::vector<std::string> kKnownArchs = {"llama", "mistral", "qwen2",  "qwen3",
+                                              "smollm3", "gemma2", "gemma3"};
 // Every key a version-1 config may hold: a key outside this list comes from a newer converter
 // and names a feature this build would silently get wrong, so it is refused.
 const std::vector<std::string> kKnownKeys = {
@@ -18,7 +20,8 @@ const std::vector<std::string> kKnownKeys = {
     "n_kv_heads", "head_dim", "ffn_dim",      "norm_eps",         "rope_freqs",
     "rope_attn_factor", "max_ctx", "sliding_window", "tie_embeddings", "bos_id",
     "eos_ids",   "chat_template", "qkv_bias", "qk_norm",         "layer_window",
-    "layer_rope"};
+    "layer_rope", "activation", "embd_scale", "attn_scale", "attn_softcap", "final_softcap",
+    "post_norms", "rope_freqs_local", "layer_rope_local"};
 
 template <typename T>
 T req(const nlohmann::json& c, const char* key, const std::string& path) {
@@ -67,6 +70,22 @@ ModelConfig parse_config(const nlohmann::json& meta, const std::string& path) {
   m.qk_norm = opt<bool>(c, "qk_norm", false, path);
   m.layer_window = opt<std::vector<int>>(c, "layer_window", {}, path);
   m.layer_rope = opt<std::vector<bool>>(c, "layer_rope", {}, path);
+  const std::string act = opt<std::string>(c, "activation", "silu", path);
+  if (act == "silu") {
+    m.activation = ModelConfig::Activation::SiLU;
+  } else if (act == "gelu_tanh") {
+    m.activation = ModelConfig::Activation::GeluTanh;
+  } else {
+    throw Error(fmt::format("{}: config field 'activation' = '{}' is not one of silu, gelu_tanh",
+                            path, act));
+  }
+  m.embd_scale = opt<float>(c, "embd_scale", 1.0f, path);
+  m.attn_scale = opt<float>(c, "attn_scale", 0.0f, path);
+  m.attn_softcap = opt<float>(c, "attn_softcap", 0.0f, path);
+  m.final_softcap = opt<float>(c, "final_softcap", 0.0f, path);
+  m.post_norms = opt<bool>(c, "post_norms", false, path);
+  m.rope_freqs_local = opt<std::vector<float>>(c, "rope_freqs_local", {}, path);
+  m.layer_rope_local = opt<std::vector<bool>>(c, "layer_rope_local", {}, path);
   for (const auto& [key, value] : c.items())
     if (std::find(kKnownKeys.begin(), kKnownKeys.end(), key) == kKnownKeys.end())
       throw Error(fmt::format("{}: config field '{}' is not known to this build (a newer "
@@ -93,6 +112,16 @@ ModelConfig parse_config(const nlohmann::json& meta, const std::string& path) {
   for (int w : m.layer_window)
     if (w < 0) bad("layer_window", "holds a negative window");
   if (m.layer_rope.empty()) m.layer_rope.assign(m.n_layers, true);
+  if (m.layer_rope_local.empty()) m.layer_rope_local.assign(m.n_layers, false);
+  if (m.layer_rope_local.size() != size_t(m.n_layers))
+    bad("layer_rope_local", fmt::format("has {} entries for {} layers", m.layer_rope_local.size(), m.n_layers));
+  for (bool local : m.layer_rope_local)
+    if (local && m.rope_freqs_local.size() != size_t(m.head_dim / 2))
+      bad("rope_freqs_local", fmt::format("must have head_dim/2 = {} entries when a layer uses it", m.head_dim / 2));
+  if (m.attn_scale == 0.0f) m.attn_scale = 1.0f / std::sqrt(float(m.head_dim));
+  if (!(m.attn_scale > 0)) bad("attn_scale", "must be positive");
+  if (m.attn_softcap < 0) bad("attn_softcap", "is negative");
+  if (m.final_softcap < 0) bad("final_softcap", "is negative");
   if (m.layer_rope.size() != size_t(m.n_layers))
     bad("layer_rope", fmt::format("has {} entries for {} layers", m.layer_rope.size(), m.n_layers));
   if (!(m.norm_eps > 0 && m.norm_eps < 1)) bad("norm_eps", "is out of range");

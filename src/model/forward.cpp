@@ -26,14 +26,18 @@ Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_ba
   // cos/sin in float as transformers computes them (angle = float(pos) * inv_freq in f32), so
   // long positions round the same way the reference does.
   const int64_t half = hd / 2;
-  rope_cos_.resize(size_t(n_ctx) * half * sizeof(float));
-  rope_sin_.resize(size_t(n_ctx) * half * sizeof(float));
-  for (int p = 0; p < n_ctx; ++p)
-    for (int64_t i = 0; i < half; ++i) {
-      const float angle = float(p) * c_.rope_freqs[i];
-      rope_cos_.data<float>()[p * half + i] = float(std::cos(double(angle))) * c_.rope_attn_factor;
-      rope_sin_.data<float>()[p * half + i] = float(std::sin(double(angle))) * c_.rope_attn_factor;
-    }
+  const auto fill = [&](const std::vector<float>& freqs, AlignedBuffer& cos_t, AlignedBuffer& sin_t) {
+    cos_t.resize(size_t(n_ctx) * half * sizeof(float));
+    sin_t.resize(size_t(n_ctx) * half * sizeof(float));
+    for (int p = 0; p < n_ctx; ++p)
+      for (int64_t i = 0; i < half; ++i) {
+        const float angle = float(p) * freqs[i];
+        cos_t.data<float>()[p * half + i] = float(std::cos(double(angle))) * c_.rope_attn_factor;
+        sin_t.data<float>()[p * half + i] = float(std::sin(double(angle))) * c_.rope_attn_factor;
+      }
+  };
+  fill(c_.rope_freqs, rope_cos_, rope_sin_);
+  if (!c_.rope_freqs_local.empty()) fill(c_.rope_freqs_local, rope_cos_local_, rope_sin_local_);
 
   const size_t B = n_batch;
   x_.resize(B * c_.dim * sizeof(float));
@@ -86,17 +90,20 @@ void Forward::attention(int layer, int n, int pos0) {
   const int64_t hd = c_.head_dim, half = hd / 2;
   const int64_t q_dim = int64_t{c_.n_heads} * hd, kv_dim = int64_t{c_.n_kv_heads} * hd;
   const int group = c_.n_heads / c_.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(float(hd));
+  const float scale = c_.attn_scale;
   const int nt = pool_.size();
   const LayerWeights& L = m_.layers[layer];
+  const bool local = c_.layer_rope_local[layer];
+  const float* cos_table = (local ? rope_cos_local_ : rope_cos_).data<float>();
+  const float* sin_table = (local ? rope_sin_local_ : rope_sin_).data<float>();
   const int64_t window = c_.layer_window[layer];
   // RoPE on q and k, then k and v into the cache.
   pool_.run([&](int ti) {
     auto [t0, t1] = split_range(n, ti, nt);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t pos = pos0 + t;
-      const float* cs = rope_cos_.data<float>() + pos * half;
-      const float* sn = rope_sin_.data<float>() + pos * half;
+      const float* cs = cos_table + pos * half;
+      const float* sn = sin_table + pos * half;
       float* q = q_.data<float>() + t * q_dim;
       float* k = k_.data<float>() + t * kv_dim;
       float* v = v_.data<float>() + t * kv_dim;
@@ -131,7 +138,7 @@ void Forward::attention(int layer, int n, int pos0) {
       // Sliding window (Mistral, some Qwen2 layers): the query sees keys at distance < window.
       const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
       attend_head(q_.data<float>() + t * q_dim + h * hd, k_cache(layer, kvh) + first * hd,
-                  v_cache(layer, kvh) + first * hd, pos + 1 - first, hd, hd, scale, scores,
+                  v_cache(layer, kvh) + first * hd, pos + 1 - first, hd, hd, scale, c_.attn_softcap, scores,
                   att_.data<float>() + t * q_dim + h * hd);
     }
   });
@@ -149,6 +156,8 @@ void Forward::run(const int32_t* tokens, int n, int pos0, bool all_logits, float
   for (int t = 0; t < n; ++t)
     K::dequantize_row(m_.tok_embd.type, m_.tok_embd.stored + size_t(tokens[t]) * embd_row,
                       x + t * dim, dim);
+  if (c_.embd_scale != 1.0f)
+    for (int t = 0; t < n; ++t) K::scale_f32(x + t * dim, c_.embd_scale, dim);
 
   for (int l = 0; l < c_.n_layers; ++l) {
     const LayerWeights& L = m_.layers[l];
@@ -164,19 +173,31 @@ void Forward::run(const int32_t* tokens, int n, int pos0, bool all_logits, float
     pool_.run([&](int ti) {
       auto [t0, t1] = split_range(n, ti, nt);
       for (int64_t t = t0; t < t1; ++t) {
-        K::add_f32(x + t * dim, tmp_.data<float>() + t * dim, x + t * dim, dim);
+        float* o = tmp_.data<float>() + t * dim;
+        if (L.attn_post_norm) K::rmsnorm(o, L.attn_post_norm, 0.0f, c_.norm_eps, o, dim);
+        K::add_f32(x + t * dim, o, x + t * dim, dim);
         K::rmsnorm(x + t * dim, L.ffn_norm, 0.0f, c_.norm_eps, h + t * dim, dim);
       }
     });
     matmuls(h, dim, n, {{&L.gate, gate_.data<float>()}, {&L.up, up_.data<float>()}});
     pool_.run([&](int ti) {
       auto [t0, t1] = split_range(n, ti, nt);
-      for (int64_t t = t0; t < t1; ++t)
-        K::swiglu(gate_.data<float>() + t * ffn, up_.data<float>() + t * ffn,
-                  gate_.data<float>() + t * ffn, ffn);
+      const bool gelu = c_.activation == ModelConfig::Activation::GeluTanh;
+      for (int64_t t = t0; t < t1; ++t) {
+        float* g = gate_.data<float>() + t * ffn;
+        if (gelu) {
+          K::geglu(g, up_.data<float>() + t * ffn, g, ffn);
+        } else {
+          K::swiglu(g, up_.data<float>() + t * ffn, g, ffn);
+        }
+      }
     });
     matmuls(gate_.data<float>(), ffn, n, {{&L.down, tmp_.data<float>()}});
-    for (int t = 0; t < n; ++t) K::add_f32(x + t * dim, tmp_.data<float>() + t * dim, x + t * dim, dim);
+    for (int t = 0; t < n; ++t) {
+      float* o = tmp_.data<float>() + t * dim;
+      if (L.ffn_post_norm) K::rmsnorm(o, L.ffn_post_norm, 0.0f, c_.norm_eps, o, dim);
+      K::add_f32(x + t * dim, o, x + t * dim, dim);
+    }
   }
 
   const int first = all_logits ? 0 : n - 1;
@@ -184,6 +205,10 @@ void Forward::run(const int32_t* tokens, int n, int pos0, bool all_logits, float
   for (int t = first; t < n; ++t)
     K::rmsnorm(x + t * dim, m_.output_norm, 0.0f, c_.norm_eps, h + (t - first) * dim, dim);
   matmuls(h, dim, rows, {{&m_.logits_matrix(), logits}});
+  if (const float cap = c_.final_softcap; cap > 0) {
+    const size_t total = size_t(rows) * c_.n_vocab;
+    for (size_t i = 0; i < total; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+  }
 }
 
 }  // namespace krafla

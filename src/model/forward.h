@@ -40,6 +40,7 @@ class Forward {
   int n_ctx_, n_batch_;
   AlignedBuffer kv_k_, kv_v_;   // (layer, kv_head, ctx, head_dim)
   AlignedBuffer rope_cos_, rope_sin_;  // (ctx, head_dim/2)
+  AlignedBuffer rope_cos_local_, rope_sin_local_;  // (ctx, head_dim/2), Gemma 3 local layers
   AlignedBuffer x_, h_;         // (batch, dim)
   AlignedBuffer q_, k_, v_;     // (batch, q_dim | kv_dim)
   AlignedBuffer att_, tmp_;     // (batch, q_dim), (batch, dim)

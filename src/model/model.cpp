@@ -162,6 +162,10 @@ std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
       L.q_norm = take.vec_f32(p + "attn_q_norm", c.head_dim);
       L.k_norm = take.vec_f32(p + "attn_k_norm", c.head_dim);
     }
+    if (c.post_norms) {
+      L.attn_post_norm = take.vec_f32(p + "attn_post_norm", c.dim);
+      L.ffn_post_norm = take.vec_f32(p + "ffn_post_norm", c.dim);
+    }
     for (Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) to_pack.push_back(x);
   }
   take.check_all_taken(c.arch);

@@ -33,6 +33,8 @@ struct LayerWeights {
   const float* bv = nullptr;
   const float* q_norm = nullptr;  // (head_dim) with qk_norm
   const float* k_norm = nullptr;
+  const float* attn_post_norm = nullptr;  // (dim) with post_norms
+  const float* ffn_post_norm = nullptr;
 };
 
 struct Model::Impl {

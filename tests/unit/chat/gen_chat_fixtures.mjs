@@ -23,6 +23,7 @@ const templates = {
       "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + message['content'] + eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\n' + message['content'] + eos_token }}\n{% elif message['role'] == 'assistant' %}\n{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}",
     bos: "<s>", eos: "</s>",
   },
+  gemma: { src: cfg("gemma3").chat_template, bos: "<bos>", eos: "<eos>" },
   qwen3: { src: cfg("qwen3").chat_template, bos: "", eos: "<|im_end|>" },
   "qwen3-nothink": { src: cfg("qwen3").chat_template, bos: "", eos: "<|im_end|>", extra: { enable_thinking: false } },
   // Qwen2.5-Instruct and SmolLM2-Instruct: their repos' chat_template strings (no tools).
@@ -74,6 +75,9 @@ const out = [];
 for (const [name, t] of Object.entries(templates)) {
   const tmpl = new Template(t.src);
   for (const messages of conversations) {
+    // Gemma's template refuses a conversation that does not alternate user/model.
+    const turns = messages.filter((m) => m.role !== "system");
+    if (name === "gemma" && turns.some((m, i) => (m.role === "user") !== (i % 2 === 0))) continue;
     const text = tmpl.render({
       messages, add_generation_prompt: true, bos_token: t.bos, eos_token: t.eos, ...(t.extra ?? {}),
     });
