@@ -274,7 +274,12 @@ def write_llama2c(path: str, s: dict, specs: dict, seed: int, dtype: str, n_voca
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="gen_random.py", description=__doc__.split("\n")[0])
+    argv = sys.argv[1:] if argv is None else argv
+    import gen_gemma   # --arch gemma2|gemma3|gemma3-vl: tools/gen_gemma.py
+    if gen_gemma.wants(argv):
+        return gen_gemma.main(argv)
+    p = argparse.ArgumentParser(prog="gen_random.py", description=__doc__.split("\n")[0],
+                                epilog="Gemma: --arch gemma2|gemma3|gemma3-vl, see tools/gen_gemma.py")
     p.add_argument("--arch", choices=list(ARCH_CLASS), required=True,
                    help="smollm2 = the llama architecture (model_type llama)")
     p.add_argument("--shape", choices=list(SHAPES), required=True)
