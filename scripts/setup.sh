@@ -3,7 +3,7 @@
 # only when something is missing) and the npm packages the reference tests use.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-pkgs=(cmake ninja-build g++ libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
+pkgs=(cmake ninja-build g++ pkg-config libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
       googletest libgtest-dev libbenchmark-dev python3-numpy nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -20,7 +20,11 @@ if [ "${1:-}" = "--tests" ]; then
   for d in tests/tokenizer tests/unit/chat tests/server; do
     if [ -f "$root/$d/package.json" ] && [ ! -d "$root/$d/node_modules" ]; then
       echo "setup: npm install in $d" >&2
-      (cd "$root/$d" && npm install --silent --no-audit --no-fund >/dev/null)
+      if [ -f "$root/$d/package-lock.json" ]; then
+        (cd "$root/$d" && npm ci --silent --no-audit --no-fund >/dev/null)
+      else
+        (cd "$root/$d" && npm install --silent --no-audit --no-fund >/dev/null)
+      fi
     fi
   done
 fi

@@ -27,6 +27,16 @@ PY = sys.executable
 MODELS = {
     "llama": ["--arch", "llama", "--shape", "tiny", "--tokenizer", "llama3", "--seed", "11"],
     "mistral": ["--arch", "mistral", "--shape", "mistral-tiny", "--seed", "12"],
+    # Issue 3: q/k/v biases and a per-layer window shorter than the prompt (Qwen2); head_dim
+    # != dim/heads and q/k norms (Qwen3); layers without RoPE (SmolLM3); the GPT-2-style
+    # vocabulary on the llama architecture (SmolLM2); yarn and linear RoPE scaling.
+    "qwen2": ["--arch", "qwen2", "--shape", "qwen2-tiny", "--seed", "21"],
+    "qwen3": ["--arch", "qwen3", "--shape", "qwen3-tiny", "--seed", "22"],
+    "smollm3": ["--arch", "smollm3", "--shape", "smollm3-tiny", "--seed", "23"],
+    "smollm2": ["--arch", "smollm2", "--shape", "smollm2-tiny", "--seed", "24"],
+    "qwen3-yarn": ["--arch", "qwen3", "--shape", "qwen3-tiny", "--rope", "yarn", "--seed", "25"],
+    "smollm2-linear": ["--arch", "smollm2", "--shape", "smollm2-tiny", "--rope", "linear",
+                       "--rope-factor", "2", "--seed", "26"],
 }
 QUANTS = ["f32", "q8_0", "q4_0"]
 # Thresholds of issue 2. F32 is compared by the largest |Δ| relative to the largest |logit|
@@ -72,8 +82,11 @@ def ml_run_logits(a, model: str, quant: str, extra: list[str], out: str) -> np.n
 
 def case_setup(a) -> None:
     os.makedirs(a.work, exist_ok=True)
-    must(["bash", os.path.join(SRC, "scripts", "fetch_tokenizers.sh"), "llama2", "llama3"])
+    must(["bash", os.path.join(SRC, "scripts", "fetch_tokenizers.sh"), "llama2", "llama3", "qwen3"])
+    only = os.environ.get("KRAFLA_E2E_MODELS")
     for model, args in MODELS.items():
+        if only and model not in only.split(","):
+            continue
         d = os.path.join(a.work, model)
         must(tool("gen_random.py") + args + ["-o", d])
         ids = ",".join(map(str, prompt_ids(a.work, model)))
@@ -204,7 +217,7 @@ def case_cli(a, model: str) -> None:
     text = must([exe("ml_tok"), path, "decode"] + ids).stdout
     assert text == "Hello world\n", repr(text)
     # A two-turn chat over stdin keeps going and ends cleanly at EOF.
-    tmpl = "llama3" if model == "llama" else "llama2"
+    tmpl = {"llama": "llama3", "mistral": "llama2"}.get(model, "auto")
     r = must([exe("ml_run"), "-m", path, "--chat", tmpl, "-n", "8", "--temp", "0", "-v"],
              input="Hi there\nAnd again\n")
     assert r.stderr.count("generated:") == 2, r.stderr
