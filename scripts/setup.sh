@@ -4,8 +4,12 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(cmake ninja-build g++ pkg-config libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
-      googletest libgtest-dev libbenchmark-dev python3-numpy nodejs npm)
+      googletest libgtest-dev libbenchmark-dev python3-numpy)
 missing=()
+# Node.js (the reference tokenizer, chat templates and the OpenAI client in the tests) may
+# come from elsewhere than Debian; install Debian's only when there is none.
+command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
