@@ -14,7 +14,8 @@ linear rope scaling 8 on the global layers as the 4B+ checkpoints) plus a small 
 vision tower and projector that the converter must skip; --vl-layout hub names the text model
 language_model.model.* (the hub checkpoints), v5 model.language_model.*.
 The tokenizer is Gemma 3's (.models/tokenizers/gemma3), also for gemma2 (its own 256k vocabulary
-is not fetched). vocab is the real checkpoints' (262144 for text-only, 262208 image-text);
+is not fetched, so gemma2 shapes get 262144 rows too). vocab is otherwise the real checkpoints'
+(262144 for Gemma 3 text-only, 262208 image-text);
 --vocab shrinks it for converter tests (token ids past it must then not be fed to a forward).
 Norm weights are N(0, 0.1) (Gemma applies 1 + w); other scales as gen_random.py.
 """
@@ -52,7 +53,7 @@ SHAPES: dict[str, dict] = {
                            vision=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1,
                                        num_attention_heads=2, image_size=28, patch_size=14), mm_tokens=4),
     "gemma2-2b": dict(dim=2304, n_layers=26, n_heads=8, n_kv_heads=4, head_dim=256, ffn=9216, window=4096,
-                      qpas=256, vocab=256000, theta=10000.0, max_pos=8192, attn_cap=50.0, final_cap=30.0),
+                      qpas=256, vocab=262144, theta=10000.0, max_pos=8192, attn_cap=50.0, final_cap=30.0),
     "gemma3-1b": dict(dim=1152, n_layers=26, n_heads=4, n_kv_heads=1, head_dim=256, ffn=6912, window=512,
                       qpas=256, vocab=262144, theta=1000000.0, local_theta=10000.0, max_pos=32768, pattern=6),
 }
