@@ -149,11 +149,11 @@ def _load_json(path: str, required: bool) -> dict[str, Any]:
 
 def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str | None) -> None:
     cfg = _load_json(os.path.join(d, "config.json"), True)
-    if gemma.is_gemma(cfg):       # Gemma 2/3: tools/gemma.py (own plan, 1+w norms, vision skipped)
-        return gemma.convert_hf(d, out, qtype, q8, q4_rule, write_mlb, PROG)
-    q4_rule = q4_rule or "fit"
     gen = _load_json(os.path.join(d, "generation_config.json"), False)
     tok_files = ctok.read_tokenizer_files(d)
+    if gemma.is_gemma(cfg):       # Gemma 2/3: tools/gemma.py (own plan, 1+w norms, vision skipped)
+        return gemma.convert_hf(d, out, cfg, gen, tok_files, qtype, q8, q4_rule, write_mlb, PROG)
+    q4_rule = q4_rule or "fit"
     tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
     c = normalize_config(cfg, gen, tj, tc)
     ck = st.Checkpoint(d)

@@ -310,21 +310,10 @@ def norm_getter(ck: st.Checkpoint, plan: list) -> Callable[[str, slice], np.ndar
     return get
 
 
-def _load_json(path: str, required: bool) -> dict[str, Any]:
-    if not os.path.isfile(path):
-        if required:
-            raise ConvertError(f"missing {path}")
-        return {}
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str | None, write_mlb: Callable,
-               prog: str = "convert.py") -> None:
-    """convert.py's HF path for Gemma 2/3; write_mlb is convert.write_mlb."""
-    cfg = _load_json(os.path.join(d, "config.json"), True)
-    gen = _load_json(os.path.join(d, "generation_config.json"), False)
-    tok_files = ctok.read_tokenizer_files(d)
+def convert_hf(d: str, out: str, cfg: dict[str, Any], gen: dict[str, Any], tok_files: dict[str, bytes],
+               qtype: str, q8: set[str], q4_rule: str | None, write_mlb: Callable, prog: str = "convert.py") -> None:
+    """convert.py's HF path for Gemma 2/3 (config.json, generation_config.json and the tokenizer
+    files already read); write_mlb is convert.write_mlb."""
     tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
     c = normalize_config(cfg, gen, tj, tc)
     q4_rule = q4_rule or default_q4_rule(cfg)
