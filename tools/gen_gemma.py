@@ -188,7 +188,7 @@ def main(argv: list[str]) -> None:
     p.add_argument("--shape", choices=list(SHAPES), help="default: the arch's tiny shape")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dtype", choices=list(gen_random.ST_DTYPE), default="f32")
-    p.add_argument("--tokenizer", default="gemma3", help="tokenizer name under .models/tokenizers or a directory")
+    p.add_argument("--tokenizer", help="tokenizer name under .models/tokenizers or a directory (default gemma3)")
     p.add_argument("--vocab", type=int, help="override the embedding rows (converter tests)")
     p.add_argument("--vl-layout", choices=["hub", "v5"], default="hub",
                    help="gemma3-vl tensor names: language_model.model.* (hub) or model.language_model.* (v5)")
@@ -201,7 +201,7 @@ def main(argv: list[str]) -> None:
     if a.arch == "gemma3-vl" and "vision" not in s:    # e.g. gemma3-1b as an image-text layout
         s.update(vision=SHAPES["gemma3-vl-tiny"]["vision"], mm_tokens=4)
     try:
-        tok_dir = gen_random.resolve_tokenizer(a.tokenizer)
+        tok_dir = gen_random.resolve_tokenizer(a.tokenizer or os.path.join(gen_random.REPO, ".models", "tokenizers", "gemma3"))
         files = ctok.read_tokenizer_files(tok_dir)
     except (FileNotFoundError, ctok.TokenizerError, ValueError) as e:
         mlb.die(PROG, str(e))
