@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "krafla/error.h"
 #include "tokenizer/normalizer.h"
@@ -100,6 +102,35 @@ class ByteLevel final : public PreTokenizer {
   std::unique_ptr<SplitPattern> pattern_;
 };
 
+// Digits: runs of digits are cut from the rest; with individual_digits every digit is a word
+// of its own. The reference's pattern is [^\d]+|\d+ (or |\d) with JavaScript's \d, which is
+// ASCII 0-9 even with the u flag; Hugging Face uses char::is_numeric (every \p{N}), so the two
+// differ on other numerals ("①②③", "٣٤٥", "𝟘𝟙𝟚"), which only the Rust library cuts apart.
+class Digits final : public PreTokenizer {
+ public:
+  explicit Digits(bool individual) : individual_(individual) {}
+  std::vector<std::string> split(std::vector<std::string> words, size_t) const override {
+    std::vector<std::string> out;
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    for (const auto& w : words) {
+      for (size_t p = 0; p < w.size();) {
+        size_t e = p + 1;
+        if (!digit(w[p])) {
+          while (e < w.size() && !digit(w[e])) ++e;
+        } else if (!individual_) {
+          while (e < w.size() && digit(w[e])) ++e;
+        }
+        out.emplace_back(w, p, e - p);
+        p = e;
+      }
+    }
+    return out;
+  }
+
+ private:
+  bool individual_;
+};
+
 // Spaces become the replacement character (U+2581), a replacement character is prepended per
 // prepend_scheme, and the text is split before each replacement character (Hugging Face's
 // split=true; the JS reference does not split, which only matters for runs of spaces).
@@ -144,6 +175,22 @@ std::unique_ptr<PreTokenizer> PreTokenizer::metaspace(std::string replacement,
                                      prepend_first_only ? "first" : "always", false);
 }
 
+namespace {
+
+// Refuses a field that would change the ids but is not implemented, naming it.
+void check_fields(const nlohmann::json& j, const std::string& type,
+                  std::initializer_list<std::string_view> known) {
+  for (const auto& [key, value] : j.items()) {
+    bool ok = key == "type";
+    for (auto k : known) ok = ok || key == k;
+    if (!ok)
+      throw Error(
+          fmt::format("tokenizer.json: unsupported field '{}' of the {} pre-tokenizer", key, type));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<PreTokenizer> PreTokenizer::from_json(const nlohmann::json& j) {
   if (j.is_null()) return nullptr;
   std::string type = j.value("type", "");
@@ -162,9 +209,17 @@ std::unique_ptr<PreTokenizer> PreTokenizer::from_json(const nlohmann::json& j) {
     return std::make_unique<Split>(std::move(pattern), j.value("invert", false),
                                    behavior == "Removed");
   }
-  if (type == "ByteLevel")
+  if (type == "ByteLevel") {
+    // trim_offsets only moves offsets, which krafla does not report. add_prefix_space is
+    // applied to every word that reaches it (after a Digits split too), as both libraries do.
+    check_fields(j, type, {"add_prefix_space", "trim_offsets", "use_regex"});
     return std::make_unique<ByteLevel>(j.value("add_prefix_space", false),
                                        j.value("use_regex", true));
+  }
+  if (type == "Digits") {
+    check_fields(j, type, {"individual_digits"});
+    return std::make_unique<Digits>(j.value("individual_digits", false));
+  }
   if (type == "Metaspace") {
     // Older files say add_prefix_space, newer ones prepend_scheme (always / first / never).
     std::string scheme = j.value("prepend_scheme", "always");

@@ -16,7 +16,7 @@ class PreTokenizer {
   virtual std::vector<std::string> split(std::vector<std::string> words,
                                          size_t section_index) const = 0;
 
-  // nullptr for a JSON null; throws krafla::Error naming an unsupported type or pattern.
+  // nullptr for a JSON null; throws krafla::Error naming an unsupported type, field or pattern.
   static std::unique_ptr<PreTokenizer> from_json(const nlohmann::json& j);
   // The Metaspace pre-tokenizer as LlamaTokenizer with legacy=false builds it.
   static std::unique_ptr<PreTokenizer> metaspace(std::string replacement, bool prepend_first_only);

@@ -10,10 +10,87 @@ import { TokenizerLoader } from "@lenml/tokenizers";
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const modelsDir = process.env.KRAFLA_TOKENIZERS ?? path.join(here, "../../.models/tokenizers");
-// A fixture name is a tokenizer folder, or a folder plus tokenizer_config.json overrides.
+// A fixture name is a tokenizer folder, or a folder plus tokenizer_config.json overrides
+// (config) and replacements of top-level tokenizer.json keys (tokenizer). The test applies the
+// same overrides, so a synthetic tokenizer never needs a file of its own.
+const byteLevel = (addPrefixSpace) =>
+  ({ type: "ByteLevel", add_prefix_space: addPrefixSpace, trim_offsets: true, use_regex: true });
+// Synthetic GPT-2-style tokenizers: Qwen3's byte-level vocabulary and merges behind the
+// pre-tokenizers of files we cannot fetch offline, with no normalizer, as those files have.
+const gpt2Like = (preTokenizer, extra = {}) => ({
+  normalizer: null,
+  pre_tokenizer: preTokenizer,
+  post_processor: { type: "ByteLevel", add_prefix_space: true, trim_offsets: false, use_regex: true },
+  ...extra,
+});
+// model_additions: vocabulary entries and merges (lowest priority) added to the model.
+const withAdditions = (json, add) => {
+  if (!add) return json;
+  const vocab = { ...json.model.vocab, ...add.vocab };
+  const merges = [...json.model.merges, ...add.merges];
+  return { ...json, model: { ...json.model, vocab, merges } };
+};
+// Qwen3 has no multi-digit tokens, which would hide how digits are split; these tokens (ids
+// after its added tokens) and merges give it GPT-2's "Ġd", "Ġdd" and "dd" ("Ġ" first).
+const digitTokens = () => {
+  const d = [..."0123456789"];
+  const merges = [
+    ...d.map((x) => ["\u0120", x]),
+    ...d.flatMap((x) => d.map((y) => [`\u0120${x}`, y])),
+    ...d.flatMap((x) => d.map((y) => [x, y])),
+  ];
+  return { vocab: Object.fromEntries(merges.map(([a, b], i) => [a + b, 151669 + i])), merges };
+};
 const variants = {
   // transformers' LlamaTokenizer with legacy=false: Metaspace pre-tokenizer, "▁" trick.
   llama2_nonlegacy: { dir: "llama2", config: { legacy: false } },
+  // GPT-2: ByteLevel applies the GPT-2 regex itself (use_regex=true).
+  gpt2_style: {
+    dir: "qwen3",
+    model: digitTokens(),
+    config: { tokenizer_class: "GPT2Tokenizer", clean_up_tokenization_spaces: true },
+    tokenizer: gpt2Like(byteLevel(false)),
+  },
+  // SmolLM2: every digit split off first, then ByteLevel with the GPT-2 regex.
+  smollm2_style: {
+    dir: "qwen3",
+    model: digitTokens(),
+    config: { tokenizer_class: "GPT2Tokenizer", clean_up_tokenization_spaces: false },
+    tokenizer: gpt2Like({
+      type: "Sequence",
+      pretokenizers: [{ type: "Digits", individual_digits: true }, byteLevel(false)],
+    }),
+  },
+  // The other settings: digit runs kept whole, a prefix space on every word, and a
+  // TemplateProcessing post-processor that puts <|endoftext|> first.
+  bytelevel_prefix: {
+    dir: "qwen3",
+    model: digitTokens(),
+    config: { tokenizer_class: "GPT2Tokenizer", clean_up_tokenization_spaces: false },
+    tokenizer: gpt2Like(
+      {
+        type: "Sequence",
+        pretokenizers: [{ type: "Digits", individual_digits: false }, byteLevel(true)],
+      },
+      {
+        post_processor: {
+          type: "TemplateProcessing",
+          single: [
+            { SpecialToken: { id: "<|endoftext|>", type_id: 0 } },
+            { Sequence: { id: "A", type_id: 0 } },
+          ],
+          pair: [
+            { SpecialToken: { id: "<|endoftext|>", type_id: 0 } },
+            { Sequence: { id: "A", type_id: 0 } },
+            { Sequence: { id: "B", type_id: 1 } },
+          ],
+          special_tokens: {
+            "<|endoftext|>": { id: "<|endoftext|>", ids: [151643], tokens: ["<|endoftext|>"] },
+          },
+        },
+      },
+    ),
+  },
 };
 const names = process.argv.length > 2 ? process.argv.slice(2)
   : ["llama2", "llama3", "llama3_1", "qwen3", "gemma3", ...Object.keys(variants)];
@@ -27,7 +104,13 @@ for (const name of names) {
   const variant = variants[name] ?? { dir: name, config: {} };
   const dir = path.join(modelsDir, variant.dir);
   const tok = TokenizerLoader.fromPreTrained({
-    tokenizerJSON: JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")),
+    tokenizerJSON: {
+      ...withAdditions(
+        JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")),
+        variant.model,
+      ),
+      ...variant.tokenizer,
+    },
     tokenizerConfig: {
       ...JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8")),
       ...variant.config,
@@ -48,6 +131,8 @@ for (const name of names) {
   const out = {
     tokenizer: variant.dir,
     config_overrides: variant.config,
+    ...(variant.tokenizer ? { tokenizer_overrides: variant.tokenizer } : {}),
+    ...(variant.model ? { model_additions: variant.model } : {}),
     reference: "@lenml/tokenizers@3.7.2",
     texts: "texts.json",
     count: texts.length,

@@ -33,6 +33,22 @@ std::string ids_str(const std::vector<int32_t>& v) {
   return fmt::format("[{}]", fmt::join(v, ","));
 }
 
+// The tokenizer.json of a fixture: the folder's file, or for a synthetic tokenizer that file with
+// the fixture's model_additions (vocabulary entries, merges appended) and tokenizer_overrides
+// (top-level keys replaced), as gen_fixtures.mjs builds it for the reference.
+std::string fixture_tokenizer_json(const fs::path& dir, const nlohmann::json& fixture) {
+  std::string text = read_file(dir / "tokenizer.json");
+  if (!fixture.contains("tokenizer_overrides") && !fixture.contains("model_additions")) return text;
+  auto j = nlohmann::json::parse(text);
+  if (fixture.contains("model_additions")) {
+    const auto& add = fixture["model_additions"];
+    j["model"]["vocab"].update(add["vocab"]);
+    for (const auto& m : add["merges"]) j["model"]["merges"].push_back(m);
+  }
+  if (fixture.contains("tokenizer_overrides")) j.update(fixture["tokenizer_overrides"]);
+  return j.dump();
+}
+
 class FixtureTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FixtureTest, MatchesReference) {
@@ -49,7 +65,7 @@ TEST_P(FixtureTest, MatchesReference) {
   auto t0 = std::chrono::steady_clock::now();
   auto config = nlohmann::json::parse(read_file(dir / "tokenizer_config.json"));
   if (fixture.contains("config_overrides")) config.update(fixture["config_overrides"]);
-  auto tok = krafla::Tokenizer::from_json(read_file(dir / "tokenizer.json"), config.dump());
+  auto tok = krafla::Tokenizer::from_json(fixture_tokenizer_json(dir, fixture), config.dump());
   auto t1 = std::chrono::steady_clock::now();
 
   size_t passed = 0, shown = 0;
@@ -93,13 +109,14 @@ TEST_P(FixtureTest, MatchesReference) {
   }
   auto t2 = std::chrono::steady_clock::now();
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
-  std::printf("[ %-8s ] %zu/%zu texts match; load %.0f ms, encode+decode all %.1f ms\n",
+  std::printf("[ %-16s ] %zu/%zu texts match; load %.0f ms, encode+decode all %.1f ms\n",
               name.c_str(), passed, cases.size(), ms(t1 - t0), ms(t2 - t1));
   EXPECT_EQ(passed, cases.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, FixtureTest,
                          ::testing::Values("llama2", "llama3", "llama3_1", "qwen3", "gemma3",
-                                           "llama2_nonlegacy"));
+                                           "llama2_nonlegacy", "gpt2_style", "smollm2_style",
+                                           "bytelevel_prefix"));
 
 }  // namespace

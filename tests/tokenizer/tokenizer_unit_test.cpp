@@ -4,10 +4,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "krafla/error.h"
 #include "krafla/tokenizer.h"
+#include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/split_patterns.h"
 #include "tokenizer/unicode.h"
 
@@ -223,6 +225,53 @@ TEST(SplitPattern, Llama3AndQwen2) {
   EXPECT_EQ(pieces(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
                    "It's  42!"),
             (std::vector<std::string>{"It", "'s", " ", " 42", "!"}));
+}
+
+std::vector<std::string> pre_split(const std::string& json, const std::string& text) {
+  return krafla::tok::PreTokenizer::from_json(nlohmann::json::parse(json))->split({text}, 0);
+}
+
+TEST(PreTokenizer, Digits) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pre_split(R"({"type": "Digits", "individual_digits": true})", "ab12 3c"),
+            (V{"ab", "1", "2", " ", "3", "c"}));
+  EXPECT_EQ(pre_split(R"({"type": "Digits", "individual_digits": false})", "ab12 3c"),
+            (V{"ab", "12", " ", "3", "c"}));
+  // Only ASCII digits, as in the reference (Hugging Face would split these too).
+  EXPECT_EQ(pre_split(R"({"type": "Digits", "individual_digits": true})", "①②٣٤"), (V{"①②٣٤"}));
+  EXPECT_EQ(pre_split(R"({"type": "Digits", "individual_digits": true})", ""), V{});
+}
+
+// SmolLM2's pre-tokenizer, and the prefix space that ByteLevel puts on every word it gets.
+TEST(PreTokenizer, DigitsThenByteLevel) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pre_split(R"({"type": "Sequence", "pretokenizers": [
+                {"type": "Digits", "individual_digits": true},
+                {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true,
+                 "use_regex": true}]})",
+                      "x 42!  y's"),
+            (V{"x", "\u0120", "4", "2", "!", "\u0120", "\u0120y", "'s"}));
+  EXPECT_EQ(pre_split(R"({"type": "Sequence", "pretokenizers": [
+                {"type": "Digits", "individual_digits": false},
+                {"type": "ByteLevel", "add_prefix_space": true, "use_regex": true}]})",
+                      "a12 b"),
+            (V{"\u0120a", "\u012012", "\u0120b"}));
+  EXPECT_EQ(pre_split(R"({"type": "ByteLevel", "add_prefix_space": false, "use_regex": true})",
+                      "a\n\nb   c "),
+            (V{"a", "\u010a", "\u010a", "b", "\u0120\u0120", "\u0120c", "\u0120"}));
+}
+
+TEST(PreTokenizer, UnknownFieldsAreRefusedByName) {
+  std::string e = error_of([] {
+    krafla::tok::PreTokenizer::from_json(
+        nlohmann::json::parse(R"({"type": "Digits", "individual_digits": true, "x": 1})"));
+  });
+  EXPECT_EQ(e, "tokenizer.json: unsupported field 'x' of the Digits pre-tokenizer");
+  e = error_of([] {
+    krafla::tok::PreTokenizer::from_json(
+        nlohmann::json::parse(R"({"type": "ByteLevel", "split_digits": true})"));
+  });
+  EXPECT_EQ(e, "tokenizer.json: unsupported field 'split_digits' of the ByteLevel pre-tokenizer");
 }
 
 }  // namespace
