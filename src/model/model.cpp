@@ -124,9 +124,9 @@ std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
   m->cfg = parse_config(f.meta(), path);
   const ModelConfig& c = m->cfg;
   m->tok = std::make_unique<Tokenizer>(tokenizer_from(f));
-  if (m->tok->vocab_size() > c.n_vocab)
-    throw Error(fmt::format("{}: the tokenizer has {} tokens but the model's vocabulary is {}",
-                            path, m->tok->vocab_size(), c.n_vocab));
+  // The tokenizer may know more tokens than the embedding has rows (Gemma 3's
+  // <image_soft_token> sits past vocab_size) or fewer (Qwen pads the embedding): ids the model
+  // has no row for are refused when they reach Session::eval, and never sampled.
 
   const int64_t q_rows = int64_t{c.n_heads} * c.head_dim;
   const int64_t kv_rows = int64_t{c.n_kv_heads} * c.head_dim;

@@ -35,6 +35,11 @@ MODELS = {
     "smollm3": ["--arch", "smollm3", "--shape", "smollm3-tiny", "--seed", "23"],
     "smollm2": ["--arch", "smollm2", "--shape", "smollm2-tiny", "--seed", "24"],
     "qwen3-yarn": ["--arch", "qwen3", "--shape", "qwen3-tiny", "--rope", "yarn", "--seed", "25"],
+    # Issue 4: Gemma 2 (soft-caps, alternate sliding layers), Gemma 3 (local/global RoPE,
+    # q/k norms) and a Gemma 3 image-text checkpoint whose vision tower must be skipped.
+    "gemma2": ["--arch", "gemma2", "--seed", "31"],
+    "gemma3": ["--arch", "gemma3", "--seed", "32"],
+    "gemma3-vl": ["--arch", "gemma3-vl", "--seed", "33"],
     "smollm2-linear": ["--arch", "smollm2", "--shape", "smollm2-tiny", "--rope", "linear",
                        "--rope-factor", "2", "--seed", "26"],
 }
@@ -64,7 +69,8 @@ def tool(name: str) -> list[str]:
 
 def prompt_ids(work: str, model: str) -> list[int]:
     with open(os.path.join(work, model, "config.json")) as f:
-        vocab = json.load(f)["vocab_size"]
+        cfg = json.load(f)
+    vocab = cfg.get("vocab_size") or cfg["text_config"]["vocab_size"]
     rng = np.random.default_rng(7)
     return [int(x) for x in rng.integers(0, min(vocab, 32000), N_TOKENS)]
 
@@ -82,7 +88,7 @@ def ml_run_logits(a, model: str, quant: str, extra: list[str], out: str) -> np.n
 
 def case_setup(a) -> None:
     os.makedirs(a.work, exist_ok=True)
-    must(["bash", os.path.join(SRC, "scripts", "fetch_tokenizers.sh"), "llama2", "llama3", "qwen3"])
+    must(["bash", os.path.join(SRC, "scripts", "fetch_tokenizers.sh"), "llama2", "llama3", "qwen3", "gemma3"])
     only = os.environ.get("KRAFLA_E2E_MODELS")
     for model, args in MODELS.items():
         if only and model not in only.split(","):
