@@ -222,6 +222,13 @@ def case_cli(a, model: str) -> None:
     assert ids and all(i.isdigit() for i in ids), ids
     text = must([exe("ml_tok"), path, "decode"] + ids).stdout
     assert text == "Hello world\n", repr(text)
+    # The standalone tokenizer file (.mlt) tokenizes exactly as the model file does.
+    mlt = os.path.join(a.work, f"{model}.mlt")
+    must(tool("convert_tokenizer.py") + [os.path.join(a.work, model), "-o", mlt])
+    for special in ([], ["--no-special"]):
+        x = must([exe("ml_tok"), mlt, "encode"] + special + ["Hi there, 12345!"]).stdout
+        y = must([exe("ml_tok"), path, "encode"] + special + ["Hi there, 12345!"]).stdout
+        assert x == y and x.strip(), (x, y)
     # A two-turn chat over stdin keeps going and ends cleanly at EOF.
     tmpl = {"llama": "llama3", "mistral": "llama2"}.get(model, "auto")
     r = must([exe("ml_run"), "-m", path, "--chat", tmpl, "-n", "8", "--temp", "0", "-v"],
