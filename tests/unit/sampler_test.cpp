@@ -6,12 +6,20 @@
 #include <vector>
 
 namespace krafla {
+namespace {
+// Plain sampling at temperature `temp`: no top-k, top-p or repetition penalty.
+SamplerParams plain(float temp) {
+  SamplerParams p;
+  p.temperature = temp;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.repeat_penalty = 1;
+  return p;
+}
+}  // namespace
 
 TEST(Sampler, GreedyIsArgmax) {
-  SamplerParams p;
-  p.temperature = 0;
-  p.repeat_penalty = 1;
-  Sampler s(p);
+  Sampler s(plain(0));
   std::vector<float> l = {0.1f, 3.0f, -2.0f, 2.9f};
   EXPECT_EQ(s.sample(l, {}), 1);
 }
@@ -31,21 +39,15 @@ TEST(Sampler, RepeatPenaltyFollowsLlamaCppRule) {
 }
 
 TEST(Sampler, TopKOneIsGreedy) {
-  SamplerParams p;
-  p.temperature = 5.0f;
+  SamplerParams p = plain(5.0f);
   p.top_k = 1;
-  p.repeat_penalty = 1;
   Sampler s(p);
   std::vector<float> l = {0.0f, 0.5f, 0.4f};
   for (int i = 0; i < 50; ++i) EXPECT_EQ(s.sample(l, {}), 1);
 }
 
 TEST(Sampler, SameSeedSameSequence) {
-  SamplerParams p;
-  p.temperature = 1.0f;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.repeat_penalty = 1;
+  SamplerParams p = plain(1.0f);
   p.seed = 42;
   Sampler a(p), b(p);
   std::vector<float> l(50);
@@ -59,12 +61,7 @@ TEST(Sampler, SameSeedSameSequence) {
 }
 
 TEST(Sampler, FrequenciesFollowSoftmax) {
-  SamplerParams p;
-  p.temperature = 1.0f;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.repeat_penalty = 1;
-  Sampler s(p);
+  Sampler s(plain(1.0f));
   std::vector<float> l = {0.0f, std::log(3.0f)};  // probabilities 1/4, 3/4
   int ones = 0;
   const int n = 20000;
@@ -74,11 +71,8 @@ TEST(Sampler, FrequenciesFollowSoftmax) {
 }
 
 TEST(Sampler, TopPKeepsSmallestNucleus) {
-  SamplerParams p;
-  p.temperature = 1.0f;
-  p.top_k = 0;
+  SamplerParams p = plain(1.0f);
   p.top_p = 0.5f;
-  p.repeat_penalty = 1;
   Sampler s(p);
   std::vector<float> l = {std::log(0.6f), std::log(0.3f), std::log(0.1f)};
   for (int i = 0; i < 200; ++i) EXPECT_EQ(s.sample(l, {}), 0);
