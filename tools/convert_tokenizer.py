@@ -71,8 +71,8 @@ def special_id(tok_json: dict[str, Any], tok_cfg: dict[str, Any], key: str) -> i
 # ChatML-family templates (<|im_start|>role\n … <|im_end|>) differ in what they add around
 # plain ChatML; each runtime renderer (src/chat) matches one of them exactly.
 CHATML_KINDS = (
-    # SmolLM3: a metadata system block (dates, reasoning mode) that no renderer reproduces
-    (("Reasoning Mode", "Knowledge Cutoff Date", "/no_think"), ""),
+    # SmolLM3: a metadata system block (knowledge cutoff, today's date, reasoning mode)
+    (("Reasoning Mode", "Knowledge Cutoff Date", "/no_think"), "smollm3"),
     (("You are Qwen, created by Alibaba Cloud.",), "qwen"),                 # Qwen2.5 default system
     (("You are a helpful AI assistant named SmolLM",), "smollm"),          # SmolLM2 default system
     (("<think>", "enable_thinking", "reasoning_content"), "qwen3"),        # Qwen3 thinking turns

@@ -140,7 +140,7 @@ int main(int argc, char** argv) {
     app.add_option("-t,--threads", a.threads, "threads (default: all cores)");
     app.add_option("--ctx", a.ctx, "context size in tokens (default: the model's, capped at 4096)");
     app.add_option("--batch", a.batch, "prompt tokens per forward step (1..128)")->capture_default_str()->check(CLI::Range(1, 128));
-    app.add_option("--chat", a.chat, "interactive chat with a template: auto (the one the model names), llama3, llama2, zephyr, chatml, qwen, qwen3, qwen3-nothink, smollm, gemma");
+    app.add_option("--chat", a.chat, "interactive chat with a template: auto (the one the model names), llama3, llama2, zephyr, chatml, qwen, qwen3, qwen3-nothink, smollm, smollm3, smollm3-nothink, gemma");
     app.add_option("--system", a.system, "system prompt for --chat");
     app.add_option("--tokens", a.tokens, "run exactly these token ids (comma-separated) as the prompt");
     app.add_option("--logits", a.logits_out, "with --tokens: write every position's logits to this .npy and exit");

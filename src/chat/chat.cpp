@@ -5,7 +5,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "krafla/error.h"
 
@@ -155,6 +157,93 @@ std::string render_qwen3_nothink(const std::vector<ChatMessage>& msgs, bool gen)
   return qwen3_like(msgs, gen, false, "qwen3-nothink");
 }
 
+// Today's date as SmolLM3's template writes it (strftime_now("%d %B %Y"), e.g. "02 December
+// 2026"), in UTC. The environment variable KRAFLA_CHAT_DATE, when set, replaces it (the tests
+// pin the date with it).
+std::string today_date() {
+  if (const char* d = std::getenv("KRAFLA_CHAT_DATE"); d && *d) return d;
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[64];
+  return std::string(buf, std::strftime(buf, sizeof buf, "%d %B %Y", &tm));
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size()))
+    s.replace(p, from.size(), to);
+  return s;
+}
+
+// SmolLM3: ChatML behind a system header of "## Metadata" (knowledge cutoff, today's date, the
+// reasoning mode) and "## Custom Instructions" (the system message less its /think and
+// /no_think flags, or the mode's default instructions). A flag in the system message overrides
+// the mode (/no_think first); "/system_override" in it replaces the whole header with the
+// instructions. Without tools the template never closes the header turn (no <|im_end|>); later
+// system messages are dropped. In /no_think mode every assistant turn and the generation prompt
+// get an empty think block; assistant content loses its leading newlines.
+std::string smollm3_like(const std::vector<ChatMessage>& msgs, bool gen, bool think,
+                         const char* tmpl) {
+  const char* ws = " \t\n\r\f\v";
+  std::string out = "<|im_start|>system\n", custom, system;
+  const bool has_system = !msgs.empty() && msgs[0].role == "system";
+  if (has_system) {
+    system = msgs[0].content;
+    if (system.find("/no_think") != std::string::npos)
+      think = false;
+    else if (system.find("/think") != std::string::npos)
+      think = true;
+    custom = strip_chars(replace_all(replace_all(system, "/no_think", ""), "/think", ""), ws, false,
+                         true);
+  }
+  if (system.find("/system_override") != std::string::npos) {
+    out +=
+        strip_chars(replace_all(custom, "/system_override", ""), ws, false, true) + "<|im_end|>\n";
+  } else {
+    out += "## Metadata\n\nKnowledge Cutoff Date: June 2025\nToday Date: " + today_date() +
+           "\nReasoning Mode: " + (think ? "/think" : "/no_think") +
+           "\n\n## Custom Instructions\n\n";
+    if (!custom.empty())
+      out += custom + "\n\n";
+    else if (think)
+      out +=
+          "You are a helpful AI assistant named SmolLM, trained by Hugging Face. Your role as an "
+          "assistant involves thoroughly exploring questions through a systematic thinking "
+          "process before providing the final precise and accurate solutions. This requires "
+          "engaging in a comprehensive cycle of analysis, summarizing, exploration, "
+          "reassessment, reflection, backtracking, and iteration to develop well-considered "
+          "thinking process. Please structure your response into two main sections: Thought and "
+          "Solution using the specified format: <think> Thought section </think> Solution "
+          "section. In the Thought section, detail your reasoning process in steps. Each step "
+          "should include detailed considerations such as analysing questions, summarizing "
+          "relevant findings, brainstorming new ideas, verifying the accuracy of the current "
+          "steps, refining any errors, and revisiting previous steps. In the Solution section, "
+          "based on various attempts, explorations, and reflections from the Thought section, "
+          "systematically present the final solution that you deem correct. The Solution section "
+          "should be logical, accurate, and concise and detail necessary steps needed to reach "
+          "the conclusion.\n\n";
+    else
+      out += "You are a helpful AI assistant named SmolLM, trained by Hugging Face.\n\n";
+  }
+  const char* empty_think = think ? "" : "<think>\n\n</think>\n";
+  for (const auto& m : msgs) {
+    check_role(m, tmpl);
+    if (m.role == "user")
+      out += "<|im_start|>user\n" + m.content + "<|im_end|>\n";
+    else if (m.role == "assistant")
+      out += "<|im_start|>assistant\n" + std::string(empty_think) +
+             strip_chars(m.content, "\n", true, false) + "<|im_end|>\n";
+  }
+  if (gen) out += "<|im_start|>assistant\n" + std::string(empty_think);
+  return out;
+}
+std::string render_smollm3(const std::vector<ChatMessage>& msgs, bool gen) {
+  return smollm3_like(msgs, gen, true, "smollm3");
+}
+std::string render_smollm3_nothink(const std::vector<ChatMessage>& msgs, bool gen) {
+  return smollm3_like(msgs, gen, false, "smollm3-nothink");
+}
+
 // Gemma 2/3: <start_of_turn>user|model, content trimmed; a system prompt has no turn of its
 // own: it is prefixed (with a blank line) to the first user turn; roles must alternate.
 std::string render_gemma(const std::vector<ChatMessage>& msgs, bool gen) {
@@ -187,6 +276,8 @@ const std::vector<ChatTemplate>& all() {
       {"qwen3-nothink", render_qwen3_nothink, {"<|im_end|>", "<|endoftext|>"}},
       {"gemma", render_gemma, {"<end_of_turn>", "<eos>"}},
       {"smollm", render_smollm, {"<|im_end|>", "<|endoftext|>"}},
+      {"smollm3", render_smollm3, {"<|im_end|>", "<|end_of_text|>"}},
+      {"smollm3-nothink", render_smollm3_nothink, {"<|im_end|>", "<|end_of_text|>"}},
   };
   return t;
 }

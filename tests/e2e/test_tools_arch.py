@@ -238,8 +238,8 @@ class ChatTemplateTest(unittest.TestCase):
         plain = {"model": {"vocab": {"a": 0}}}
         g = ctok.guess_chat_template
         self.assertEqual(g(plain, {"chat_template": self.QWEN25}), "qwen")
-        self.assertEqual(g(l3vocab, {"chat_template": self.SMOL3}), "")         # template before vocabulary
-        self.assertEqual(g(l3vocab, {"chat_template": self.SMOL3 + self.SMOL2}), "")
+        self.assertEqual(g(l3vocab, {"chat_template": self.SMOL3}), "smollm3")  # template before vocabulary
+        self.assertEqual(g(l3vocab, {"chat_template": self.SMOL3 + self.SMOL2}), "smollm3")
         self.assertEqual(g(plain, {"chat_template": self.SMOL2}), "smollm")
         self.assertEqual(g(plain, {"chat_template": self.CHATML + "{{ '<think>\n\n</think>' }}"}), "qwen3")
         self.assertEqual(g(plain, {"chat_template": self.CHATML}), "chatml")
