@@ -18,8 +18,8 @@ namespace krafla::cli {
 int run_main(const char* prog, const std::function<int()>& body) {
   if (const char* missing = kernels::missing_cpu_feature()) {
     fmt::print(stderr,
-               "{}: error: this CPU lacks {}, which this {} build of Krafla needs; use the build "
-               "for an older ISA level (e.g. avx2, sse41 or scalar)\n",
+               "{}: error: this CPU lacks {}, which this {} build of Krafla needs; use a build "
+               "for an older ISA level (scripts/detect_isa.sh names the best one here)\n",
                prog, missing, kernels::isa_name());
     return kExitCpu;
   }

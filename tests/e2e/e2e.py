@@ -256,6 +256,23 @@ def case_llama2c(a) -> None:
     print(must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), ref, test] + LIMITS["f32"]).stdout)
 
 
+# The CPU guard, under qemu-user with a CPU model that lacks the build's ISA: exit 3 and a
+# message naming the first missing feature.
+GUARD_CPU = {"avx512vnni": ("Haswell", "avx512f"), "avxvnni": ("Nehalem", "avx"),
+             "avx2": ("Nehalem", "avx"), "sse41": ("core2duo", "sse4.1")}
+
+
+def case_guard(a, isa: str) -> None:
+    cpu, feature = GUARD_CPU[isa]
+    for exe, args in (("ml_run", ["-m", "x.mlb", "-p", "hi"]), ("ml_tok", ["x.mlt", "encode", "hi"]),
+                      ("ml_bench", ["-m", "x.mlb"])):
+        r = run(["qemu-x86_64", "-cpu", cpu, os.path.join(a.bin, exe)] + args)
+        err = [l for l in r.stderr.splitlines() if not l.startswith("qemu-x86_64: warning")]
+        if not (r.returncode == 3 and len(err) == 1 and f"lacks {feature}," in err[0]):
+            raise SystemExit(f"FAILED: {exe} under -cpu {cpu}: rc={r.returncode} {r.stderr!r}")
+        print(f"ok: {exe} under -cpu {cpu}: {err[0]}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
@@ -264,7 +281,7 @@ def main() -> None:
     a = p.parse_args()
     kind, *rest = a.case.split(":")
     {"setup": case_setup, "logits": case_logits, "threads": case_threads, "batch": case_batch,
-     "badfiles": case_badfiles, "cli": case_cli, "llama2c": case_llama2c}[kind](a, *rest)
+     "badfiles": case_badfiles, "cli": case_cli, "llama2c": case_llama2c, "guard": case_guard}[kind](a, *rest)
 
 
 if __name__ == "__main__":
