@@ -48,12 +48,11 @@ Session::~Session() = default;
 void Session::eval(std::span<const int32_t> tokens, std::vector<float>* all_logits) {
   auto& s = *impl_;
   const int n_vocab = s.model.config().n_vocab;
-  const int vocab_tok = s.model.tokenizer().vocab_size();
   if (tokens.empty()) throw Error("nothing to evaluate: the token list is empty");
   for (size_t i = 0; i < tokens.size(); ++i)
     if (tokens[i] < 0 || tokens[i] >= n_vocab)
       throw Error(fmt::format("token id {} at position {} is outside the vocabulary (0..{})",
-                              tokens[i], i, std::max(n_vocab, vocab_tok) - 1));
+                              tokens[i], i, n_vocab - 1));
   const int n_past = int(s.history.size());
   if (n_past + int64_t(tokens.size()) > s.fwd.n_ctx())
     throw Error(fmt::format("context full: {} cached + {} new tokens exceed --ctx {}", n_past,
