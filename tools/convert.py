@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Convert a Hugging Face Llama/Mistral/Qwen2/Qwen3/SmolLM3 checkpoint (or a llama2.c one) to .mlb.
+"""Convert a Hugging Face Llama/Mistral/Qwen2/Qwen3/Qwen3.5/SmolLM3/Gemma checkpoint (or a llama2.c one) to .mlb.
 
 Usage:
   tools/convert.py HF_DIR -o OUT.mlb [--quant f32|f16|q8_0|q4_0] [--q8 CLASSES] [--q4-rule fit|round]
@@ -25,12 +25,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_tokenizer as ctok  # noqa: E402
 import gemma  # noqa: E402
 import mlb  # noqa: E402
+import qwen35  # noqa: E402
 from hf_config import ConvertError, compute_rope, normalize_config  # noqa: E402,F401
 import quant  # noqa: E402
 import safetensors_io as st  # noqa: E402
 
 PROG = "convert.py"
-MATRIX_CLASSES = ("q", "k", "v", "o", "gate", "up", "down", "embd", "output")
+MATRIX_CLASSES = ("q", "k", "v", "o", "gate", "up", "down", "embd", "output",
+                  "ssm_in", "ssm_ab", "ssm_out")   # ssm_*: Qwen3.5 DeltaNet projections
 ROW_BLOCK_ELEMS = 1 << 22
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
 
@@ -153,6 +155,8 @@ def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str | None) 
     tok_files = ctok.read_tokenizer_files(d)
     if gemma.is_gemma(cfg):       # Gemma 2/3: tools/gemma.py (own plan, 1+w norms, vision skipped)
         return gemma.convert_hf(d, out, cfg, gen, tok_files, qtype, q8, q4_rule, write_mlb, PROG)
+    if qwen35.is_qwen35(cfg):     # Qwen3.5/3.6: tools/qwen35.py (DeltaNet layers, MTP/vision skipped)
+        return qwen35.convert_hf(d, out, cfg, gen, tok_files, qtype, q8, q4_rule, write_mlb, PROG)
     q4_rule = q4_rule or "fit"
     tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
     c = normalize_config(cfg, gen, tj, tc)

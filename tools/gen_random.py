@@ -278,8 +278,12 @@ def main(argv: list[str] | None = None) -> None:
     import gen_gemma   # --arch gemma2|gemma3|gemma3-vl: tools/gen_gemma.py
     if gen_gemma.wants(argv):
         return gen_gemma.main(argv)
+    import gen_qwen35  # --arch qwen3.5: tools/gen_qwen35.py
+    if gen_qwen35.wants(argv):
+        return gen_qwen35.main(argv)
     p = argparse.ArgumentParser(prog="gen_random.py", description=__doc__.split("\n")[0],
-                                epilog="Gemma: --arch gemma2|gemma3|gemma3-vl, see tools/gen_gemma.py")
+                                epilog="Gemma: --arch gemma2|gemma3|gemma3-vl, see tools/gen_gemma.py; "
+                                "Qwen3.5: --arch qwen3.5, see tools/gen_qwen35.py")
     p.add_argument("--arch", choices=list(ARCH_CLASS), required=True,
                    help="smollm2 = the llama architecture (model_type llama)")
     p.add_argument("--shape", choices=list(SHAPES), required=True)

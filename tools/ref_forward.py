@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Reference (oracle) forward pass of Llama/Mistral/Qwen2/Qwen3/SmolLM3 causal LMs in numpy.
+"""Reference (oracle) forward pass of Llama/Mistral/Qwen2/Qwen3/SmolLM3 causal LMs in numpy
+(Gemma 2/3: ref_gemma.py; Qwen3.5: ref_qwen35.py).
 
 Usage: tools/ref_forward.py HF_DIR --tokens 1,2,3 [--out logits.npy] [--f64]
        [--quantized-weights f16|q8_0|q4_0 [--q8 CLASSES] [--q4-rule fit|round]]
@@ -191,6 +192,9 @@ def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None 
     if cfg.get("model_type") in ("gemma2", "gemma3_text", "gemma3"):   # Gemma 2/3: tools/ref_gemma.py
         import ref_gemma
         return ref_gemma.forward(d, tokens, dt, qtype, q8, q4_rule)
+    if cfg.get("model_type") in ("qwen3_5", "qwen3_5_text"):   # Qwen3.5/3.6: tools/ref_qwen35.py
+        import ref_qwen35
+        return ref_qwen35.forward(d, tokens, dt, qtype, q8, q4_rule)
     q4_rule = q4_rule or "fit"
     W = Weights(d, dt, qtype, q8 if q8 is not None else {"embd", "output"}, q4_rule)
     dim, nh = cfg["hidden_size"], cfg["num_attention_heads"]

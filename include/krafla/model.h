@@ -11,7 +11,7 @@ namespace krafla {
 
 // The normalized configuration of docs/format.md ("config" in the metadata).
 struct ModelConfig {
-  std::string arch;  // llama, mistral, qwen2, qwen3, smollm3, gemma2, gemma3
+  std::string arch;  // llama, mistral, qwen2, qwen3, smollm3, gemma2, gemma3, qwen3_5
   int n_vocab = 0;
   int dim = 0;
   int n_layers = 0;
@@ -20,7 +20,8 @@ struct ModelConfig {
   int head_dim = 0;
   int ffn_dim = 0;
   float norm_eps = 1e-5f;
-  std::vector<float> rope_freqs;  // [head_dim/2] inverse frequencies, scaling applied
+  std::vector<float> rope_freqs;  // [rope_dim/2] inverse frequencies, scaling applied
+  int rope_dim = 0;               // rotated dims at the start of each head (Qwen3.5: 1/4)
   float rope_attn_factor = 1.0f;
   int max_ctx = 0;
   int sliding_window = 0;  // 0: none
@@ -40,6 +41,14 @@ struct ModelConfig {
   bool post_norms = false;        // Gemma 2/3: RMSNorm on the attention and MLP outputs
   std::vector<float> rope_freqs_local;  // Gemma 3 local layers' inverse frequencies
   std::vector<bool> layer_rope_local;   // [n_layers] true: use rope_freqs_local
+  bool attn_gate = false;         // Qwen3.5: attention output times sigmoid(gate projection)
+  // Qwen3.5 Gated DeltaNet ("linear attention") layers: per-layer flag and their shape.
+  std::vector<bool> layer_linear;  // [n_layers] true: a DeltaNet layer (no KV cache)
+  int lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, lin_conv = 0;
+
+  bool has_linear() const;
+  int n_attn_layers() const;       // layers with a KV cache
+  int64_t lin_conv_dim() const { return int64_t{2} * lin_k_heads * lin_k_dim + int64_t{lin_v_heads} * lin_v_dim; }
 };
 
 class Model {

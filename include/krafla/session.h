@@ -32,10 +32,13 @@ class Session {
   int n_ctx() const;
   int n_threads() const;
   const std::vector<int32_t>& history() const;  // the tokens in the cache, in order
-  // Drops cached tokens past n (n <= n_past()).
+  // Drops cached tokens past n (n <= n_past()). Models with linear-attention (DeltaNet)
+  // layers can only truncate to 0: their state cannot be cut back (throws krafla::Error).
   void truncate(int n);
   // Keeps the longest prefix of history() shared with `tokens` and returns its length; the
-  // caller then evals the rest. The last token is always re-evaluated so logits() is fresh.
+  // caller then evals the rest (at least one token, so logits() is fresh). With linear-
+  // attention layers the prefix is kept only when `tokens` continues the whole history;
+  // otherwise the session restarts from 0.
   int reuse_prefix(std::span<const int32_t> tokens);
 
   struct Impl;

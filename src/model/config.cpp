@@ -11,8 +11,8 @@
 namespace krafla {
 namespace {
 
-const std::vector<std::string> kKnownArchs = {"llama", "mistral", "qwen2",  "qwen3",
-                                              "smollm3", "gemma2", "gemma3"};
+const std::vector<std::string> kKnownArchs = {"llama",   "mistral", "qwen2",  "qwen3",
+                                              "smollm3", "gemma2",  "gemma3", "qwen3_5"};
 // Every key a version-1 config may hold: a key outside this list comes from a newer converter
 // and names a feature this build would silently get wrong, so it is refused.
 const std::vector<std::string> kKnownKeys = {
@@ -21,7 +21,8 @@ const std::vector<std::string> kKnownKeys = {
     "rope_attn_factor", "max_ctx", "sliding_window", "tie_embeddings", "bos_id",
     "eos_ids",   "chat_template", "qkv_bias", "qk_norm",         "layer_window",
     "layer_rope", "activation", "embd_scale", "attn_scale", "attn_softcap", "final_softcap",
-    "post_norms", "rope_freqs_local", "layer_rope_local"};
+    "post_norms", "rope_freqs_local", "layer_rope_local", "rope_dim", "attn_gate",
+    "layer_linear", "lin_k_heads", "lin_v_heads", "lin_k_dim", "lin_v_dim", "lin_conv"};
 
 template <typename T>
 T req(const nlohmann::json& c, const char* key, const std::string& path) {
@@ -86,6 +87,14 @@ ModelConfig parse_config(const nlohmann::json& meta, const std::string& path) {
   m.post_norms = opt<bool>(c, "post_norms", false, path);
   m.rope_freqs_local = opt<std::vector<float>>(c, "rope_freqs_local", {}, path);
   m.layer_rope_local = opt<std::vector<bool>>(c, "layer_rope_local", {}, path);
+  m.rope_dim = opt<int>(c, "rope_dim", 0, path);
+  m.attn_gate = opt<bool>(c, "attn_gate", false, path);
+  m.layer_linear = opt<std::vector<bool>>(c, "layer_linear", {}, path);
+  m.lin_k_heads = opt<int>(c, "lin_k_heads", 0, path);
+  m.lin_v_heads = opt<int>(c, "lin_v_heads", 0, path);
+  m.lin_k_dim = opt<int>(c, "lin_k_dim", 0, path);
+  m.lin_v_dim = opt<int>(c, "lin_v_dim", 0, path);
+  m.lin_conv = opt<int>(c, "lin_conv", 0, path);
   for (const auto& [key, value] : c.items())
     if (std::find(kKnownKeys.begin(), kKnownKeys.end(), key) == kKnownKeys.end())
       throw Error(fmt::format("{}: config field '{}' is not known to this build (a newer "
@@ -102,9 +111,12 @@ ModelConfig parse_config(const nlohmann::json& meta, const std::string& path) {
   if (m.n_heads % m.n_kv_heads != 0)
     bad("n_kv_heads", fmt::format("= {} does not divide n_heads = {}", m.n_kv_heads, m.n_heads));
   if (m.head_dim % 2 != 0) bad("head_dim", "must be even for RoPE");
-  if (m.rope_freqs.size() != static_cast<size_t>(m.head_dim / 2))
-    bad("rope_freqs", fmt::format("has {} entries, expected head_dim/2 = {}", m.rope_freqs.size(),
-                                  m.head_dim / 2));
+  if (m.rope_dim == 0) m.rope_dim = m.head_dim;
+  if (m.rope_dim < 2 || m.rope_dim > m.head_dim || m.rope_dim % 2 != 0)
+    bad("rope_dim", fmt::format("= {} must be even and in 2..head_dim ({})", m.rope_dim, m.head_dim));
+  if (m.rope_freqs.size() != static_cast<size_t>(m.rope_dim / 2))
+    bad("rope_freqs", fmt::format("has {} entries, expected rope_dim/2 = {}", m.rope_freqs.size(),
+                                  m.rope_dim / 2));
   if (m.sliding_window < 0) bad("sliding_window", "is negative");
   if (m.layer_window.empty()) m.layer_window.assign(m.n_layers, m.sliding_window);
   if (m.layer_window.size() != size_t(m.n_layers))
@@ -116,8 +128,19 @@ ModelConfig parse_config(const nlohmann::json& meta, const std::string& path) {
   if (m.layer_rope_local.size() != size_t(m.n_layers))
     bad("layer_rope_local", fmt::format("has {} entries for {} layers", m.layer_rope_local.size(), m.n_layers));
   for (bool local : m.layer_rope_local)
-    if (local && m.rope_freqs_local.size() != size_t(m.head_dim / 2))
-      bad("rope_freqs_local", fmt::format("must have head_dim/2 = {} entries when a layer uses it", m.head_dim / 2));
+    if (local && m.rope_freqs_local.size() != size_t(m.rope_dim / 2))
+      bad("rope_freqs_local", fmt::format("must have rope_dim/2 = {} entries when a layer uses it", m.rope_dim / 2));
+  if (m.layer_linear.empty()) m.layer_linear.assign(m.n_layers, false);
+  if (m.layer_linear.size() != size_t(m.n_layers))
+    bad("layer_linear", fmt::format("has {} entries for {} layers", m.layer_linear.size(), m.n_layers));
+  if (m.has_linear()) {
+    if (m.arch != "qwen3_5") bad("layer_linear", fmt::format("marks DeltaNet layers in a {} model", m.arch));
+    for (auto [name, v] : {std::pair{"lin_k_heads", m.lin_k_heads}, {"lin_v_heads", m.lin_v_heads},
+                           {"lin_k_dim", m.lin_k_dim}, {"lin_v_dim", m.lin_v_dim}, {"lin_conv", m.lin_conv}})
+      if (v <= 0 || v > (1 << 16)) bad(name, fmt::format("= {} is out of range", v));
+    if (m.lin_v_heads % m.lin_k_heads != 0)
+      bad("lin_v_heads", fmt::format("= {} is not a multiple of lin_k_heads = {}", m.lin_v_heads, m.lin_k_heads));
+  }
   if (m.attn_scale == 0.0f) m.attn_scale = 1.0f / std::sqrt(float(m.head_dim));
   if (!(m.attn_scale > 0)) bad("attn_scale", "must be positive");
   if (m.attn_softcap < 0) bad("attn_softcap", "is negative");
@@ -129,6 +152,14 @@ ModelConfig parse_config(const nlohmann::json& meta, const std::string& path) {
     if (e < 0 || e >= m.n_vocab) bad("eos_ids", fmt::format("holds {} outside the vocabulary", e));
   if (m.bos_id >= m.n_vocab) bad("bos_id", "is outside the vocabulary");
   return m;
+}
+
+bool ModelConfig::has_linear() const {
+  return std::find(layer_linear.begin(), layer_linear.end(), true) != layer_linear.end();
+}
+
+int ModelConfig::n_attn_layers() const {
+  return n_layers - int(std::count(layer_linear.begin(), layer_linear.end(), true));
 }
 
 }  // namespace krafla

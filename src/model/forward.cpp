@@ -9,6 +9,7 @@
 #include "kernels/kernels.h"
 #include "krafla/error.h"
 #include "ops/attention.h"
+#include "ops/delta.h"
 
 namespace krafla {
 
@@ -19,13 +20,33 @@ Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_ba
     : m_(model), c_(model.cfg), pool_(pool), n_ctx_(n_ctx), n_batch_(n_batch) {
   const int64_t hd = c_.head_dim, q_dim = int64_t{c_.n_heads} * hd;
   const int64_t kv_dim = int64_t{c_.n_kv_heads} * hd;
-  const size_t kv_elems = size_t(c_.n_layers) * kv_dim * n_ctx;
+  int n_kv = 0, n_lin = 0;
+  for (int l = 0; l < c_.n_layers; ++l) {
+    kv_slot_.push_back(c_.layer_linear[l] ? -1 : n_kv++);
+    lin_slot_.push_back(c_.layer_linear[l] ? n_lin++ : -1);
+  }
+  const size_t kv_elems = size_t(n_kv) * kv_dim * n_ctx;
   kv_k_.resize(kv_elems * sizeof(float));
   kv_v_.resize(kv_elems * sizeof(float));
+  const size_t B = n_batch;
+  if (n_lin > 0) {
+    const int64_t conv = c_.lin_conv_dim(), vd = int64_t{c_.lin_v_heads} * c_.lin_v_dim;
+    conv_state_.resize(size_t(n_lin) * (c_.lin_conv - 1) * conv * sizeof(float));
+    ssm_state_.resize(size_t(n_lin) * c_.lin_v_heads * c_.lin_k_dim * c_.lin_v_dim * sizeof(float));
+    lin_qkv_.resize(B * conv * sizeof(float));
+    lin_conv_.resize(B * conv * sizeof(float));
+    lin_z_.resize(B * vd * sizeof(float));
+    lin_o_.resize(B * vd * sizeof(float));
+    lin_b_.resize(B * c_.lin_v_heads * sizeof(float));
+    lin_a_.resize(B * c_.lin_v_heads * sizeof(float));
+    lin_tmp_.resize(size_t(pool.size()) * c_.lin_v_dim * sizeof(float));
+    reset_state();
+  }
+  if (c_.attn_gate) agate_.resize(B * q_dim * sizeof(float));
 
   // cos/sin in float as transformers computes them (angle = float(pos) * inv_freq in f32), so
   // long positions round the same way the reference does.
-  const int64_t half = hd / 2;
+  const int64_t half = c_.rope_dim / 2;
   const auto fill = [&](const std::vector<float>& freqs, AlignedBuffer& cos_t, AlignedBuffer& sin_t) {
     cos_t.resize(size_t(n_ctx) * half * sizeof(float));
     sin_t.resize(size_t(n_ctx) * half * sizeof(float));
@@ -39,7 +60,6 @@ Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_ba
   fill(c_.rope_freqs, rope_cos_, rope_sin_);
   if (!c_.rope_freqs_local.empty()) fill(c_.rope_freqs_local, rope_cos_local_, rope_sin_local_);
 
-  const size_t B = n_batch;
   x_.resize(B * c_.dim * sizeof(float));
   h_.resize(B * c_.dim * sizeof(float));
   tmp_.resize(B * c_.dim * sizeof(float));
@@ -49,16 +69,22 @@ Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_ba
   v_.resize(B * kv_dim * sizeof(float));
   gate_.resize(B * c_.ffn_dim * sizeof(float));
   up_.resize(B * c_.ffn_dim * sizeof(float));
-  const int64_t max_cols = std::max<int64_t>({c_.dim, q_dim, c_.ffn_dim});
+  const int64_t max_cols = std::max<int64_t>(
+      {c_.dim, q_dim, c_.ffn_dim, int64_t{c_.lin_v_heads} * c_.lin_v_dim});
   for (int t = 0; t < 4; ++t) act_[t].resize(B * K::act_row_size(WType(t), max_cols));
   scores_.resize(size_t(pool.size()) * n_ctx * sizeof(float));
 }
 
 float* Forward::k_cache(int layer, int kvh) const {
-  return kv_k_.data<float>() + (size_t(layer) * c_.n_kv_heads + kvh) * n_ctx_ * c_.head_dim;
+  return kv_k_.data<float>() + (size_t(kv_slot_[layer]) * c_.n_kv_heads + kvh) * n_ctx_ * c_.head_dim;
 }
 float* Forward::v_cache(int layer, int kvh) const {
-  return kv_v_.data<float>() + (size_t(layer) * c_.n_kv_heads + kvh) * n_ctx_ * c_.head_dim;
+  return kv_v_.data<float>() + (size_t(kv_slot_[layer]) * c_.n_kv_heads + kvh) * n_ctx_ * c_.head_dim;
+}
+
+void Forward::reset_state() {
+  if (conv_state_.size()) std::memset(conv_state_.data(), 0, conv_state_.size());
+  if (ssm_state_.size()) std::memset(ssm_state_.data(), 0, ssm_state_.size());
 }
 
 void Forward::matmuls(const float* in, int64_t cols, int n, std::initializer_list<MatJob> jobs) {
@@ -87,7 +113,7 @@ void Forward::matmuls(const float* in, int64_t cols, int n, std::initializer_lis
 }
 
 void Forward::attention(int layer, int n, int pos0) {
-  const int64_t hd = c_.head_dim, half = hd / 2;
+  const int64_t hd = c_.head_dim, half = c_.rope_dim / 2;
   const int64_t q_dim = int64_t{c_.n_heads} * hd, kv_dim = int64_t{c_.n_kv_heads} * hd;
   const int group = c_.n_heads / c_.n_kv_heads;
   const float scale = c_.attn_scale;
@@ -119,8 +145,8 @@ void Forward::attention(int layer, int n, int pos0) {
           K::rmsnorm(k + h * hd, L.k_norm, 0.0f, c_.norm_eps, k + h * hd, hd);
       }
       if (c_.layer_rope[layer]) {
-        K::rope(q, c_.n_heads, hd, hd, cs, sn);
-        K::rope(k, c_.n_kv_heads, hd, hd, cs, sn);
+        K::rope(q, c_.n_heads, hd, c_.rope_dim, cs, sn);
+        K::rope(k, c_.n_kv_heads, hd, c_.rope_dim, cs, sn);
       }
       for (int h = 0; h < c_.n_kv_heads; ++h) {
         std::memcpy(k_cache(layer, h) + pos * hd, k + h * hd, hd * sizeof(float));
@@ -144,11 +170,103 @@ void Forward::attention(int layer, int n, int pos0) {
   });
 }
 
+void Forward::attention_block(int l, int n, int pos0) {
+  const LayerWeights& L = m_.layers[l];
+  const int64_t q_dim = int64_t{c_.n_heads} * c_.head_dim;
+  float* h = h_.data<float>();
+  if (c_.attn_gate) {
+    matmuls(h, c_.dim, n, {{&L.wq, q_.data<float>()}, {&L.wk, k_.data<float>()},
+                           {&L.wv, v_.data<float>()}, {&L.wgate, agate_.data<float>()}});
+  } else {
+    matmuls(h, c_.dim, n, {{&L.wq, q_.data<float>()}, {&L.wk, k_.data<float>()},
+                           {&L.wv, v_.data<float>()}});
+  }
+  attention(l, n, pos0);
+  if (c_.attn_gate) {  // Qwen3.5: out = attention * sigmoid(gate), element-wise
+    float* a = att_.data<float>();
+    const float* g = agate_.data<float>();
+    const int nt = pool_.size();
+    pool_.run([&](int ti) {
+      auto [i0, i1] = split_range(int64_t{n} * q_dim, ti, nt);
+      for (int64_t i = i0; i < i1; ++i) a[i] = a[i] / (1.0f + std::exp(-g[i]));
+    });
+  }
+  matmuls(att_.data<float>(), q_dim, n, {{&L.wo, tmp_.data<float>()}});
+}
+
+void Forward::delta_block(int l, int n) {
+  const LayerWeights& L = m_.layers[l];
+  const int64_t C = c_.lin_conv_dim(), nk = c_.lin_k_heads, nv = c_.lin_v_heads;
+  const int64_t dk = c_.lin_k_dim, dv = c_.lin_v_dim, vd = nv * dv, kd = nk * dk;
+  const int nt = pool_.size();
+  const int slot = lin_slot_[l];
+  float* conv_state = conv_state_.data<float>() + size_t(slot) * (c_.lin_conv - 1) * C;
+  float* ssm = ssm_state_.data<float>() + size_t(slot) * nv * dk * dv;
+  float* qkv = lin_qkv_.data<float>();
+  float* conv = lin_conv_.data<float>();
+  float* z = lin_z_.data<float>();
+  float* beta = lin_b_.data<float>();
+  float* decay = lin_a_.data<float>();
+  float* o = lin_o_.data<float>();
+  matmuls(h_.data<float>(), c_.dim, n, {{&L.ssm_qkv, qkv}, {&L.ssm_z, z},
+                                        {&L.ssm_beta, beta}, {&L.ssm_alpha, decay}});
+  // The causal conv, channels split across threads (each owns its slice of the conv state).
+  pool_.run([&](int ti) {
+    auto [c0, c1] = split_range(C, ti, nt);
+    if (c0 < c1) delta::conv_silu(L.ssm_conv_t.data(), c_.lin_conv, conv_state, qkv, n, C, c0, c1, conv);
+  });
+  // Per token: l2-normalized q (times dk^-1/2) and k, beta = sigmoid(b), and the decay
+  // exp(g) with g = -exp(A_log) * softplus(a + dt_bias) (torch's softplus: linear above 20).
+  const float q_scale = 1.0f / std::sqrt(float(dk));
+  pool_.run([&](int ti) {
+    auto [t0, t1] = split_range(n, ti, nt);
+    for (int64_t t = t0; t < t1; ++t) {
+      float* row = conv + t * C;
+      for (int64_t hk = 0; hk < nk; ++hk) {
+        delta::l2norm(row + hk * dk, dk, q_scale);
+        delta::l2norm(row + kd + hk * dk, dk, 1.0f);
+      }
+      for (int64_t hv = 0; hv < nv; ++hv) {
+        float& b = beta[t * nv + hv];
+        b = 1.0f / (1.0f + std::exp(-b));
+        const float a = decay[t * nv + hv] + L.ssm_dt_bias[hv];
+        const float softplus = a > 20.0f ? a : std::log1p(std::exp(a));
+        decay[t * nv + hv] = std::exp(L.ssm_a[hv] * softplus);
+      }
+    }
+  });
+  // The recurrence: value heads split across threads, tokens in order within each head.
+  const int64_t group = nv / nk;
+  pool_.run([&](int ti) {
+    float* tmp = lin_tmp_.data<float>() + size_t(ti) * dv;
+    auto [h0, h1] = split_range(nv, ti, nt);
+    for (int64_t hv = h0; hv < h1; ++hv) {
+      const int64_t hk = hv / group;
+      for (int64_t t = 0; t < n; ++t) {
+        const float* row = conv + t * C;
+        delta::step(ssm + hv * dk * dv, row + hk * dk, row + kd + hk * dk, row + 2 * kd + hv * dv,
+                    decay[t * nv + hv], beta[t * nv + hv], dk, dv, tmp, o + t * vd + hv * dv);
+      }
+    }
+  });
+  // Gated RMSNorm per value head: rmsnorm(o) * w * silu(z).
+  pool_.run([&](int ti) {
+    auto [t0, t1] = split_range(n, ti, nt);
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t hv = 0; hv < nv; ++hv) {
+        float* oh = o + t * vd + hv * dv;
+        K::rmsnorm(oh, L.ssm_norm, 0.0f, c_.norm_eps, oh, dv);
+        K::swiglu(z + t * vd + hv * dv, oh, oh, dv);
+      }
+  });
+  matmuls(o, vd, n, {{&L.ssm_out, tmp_.data<float>()}});
+}
+
 void Forward::run(const int32_t* tokens, int n, int pos0, bool all_logits, float* logits) {
   if (n <= 0 || n > n_batch_ || pos0 < 0 || pos0 + n > n_ctx_)
     throw Error(fmt::format("internal: forward of {} tokens at {} (batch {}, ctx {})", n, pos0,
                             n_batch_, n_ctx_));
-  const int64_t dim = c_.dim, ffn = c_.ffn_dim, q_dim = int64_t{c_.n_heads} * c_.head_dim;
+  const int64_t dim = c_.dim, ffn = c_.ffn_dim;
   const int nt = pool_.size();
   float* x = x_.data<float>();
   float* h = h_.data<float>();
@@ -166,10 +284,11 @@ void Forward::run(const int32_t* tokens, int n, int pos0, bool all_logits, float
       for (int64_t t = t0; t < t1; ++t)
         K::rmsnorm(x + t * dim, L.attn_norm, 0.0f, c_.norm_eps, h + t * dim, dim);
     });
-    matmuls(h, dim, n, {{&L.wq, q_.data<float>()}, {&L.wk, k_.data<float>()},
-                        {&L.wv, v_.data<float>()}});
-    attention(l, n, pos0);
-    matmuls(att_.data<float>(), q_dim, n, {{&L.wo, tmp_.data<float>()}});
+    if (c_.layer_linear[l]) {
+      delta_block(l, n);
+    } else {
+      attention_block(l, n, pos0);
+    }
     pool_.run([&](int ti) {
       auto [t0, t1] = split_range(n, ti, nt);
       for (int64_t t = t0; t < t1; ++t) {

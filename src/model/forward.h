@@ -1,6 +1,7 @@
-// The forward pass of the Llama family (Llama 2/3, TinyLlama, Mistral, SmolLM2): embed →
-// blocks (RMSNorm, GQA attention with RoPE, SwiGLU MLP) → norm → logits, over a batch of
-// tokens at consecutive positions, with an F32 KV cache.
+// The forward pass of every family (Llama 2/3, Mistral, Qwen2/3, SmolLM2/3, Gemma 2/3, Qwen3.5):
+// embed → blocks (RMSNorm, GQA attention with RoPE — or a Gated DeltaNet layer on Qwen3.5 —
+// then the MLP) → norm → logits, over a batch of tokens at consecutive positions, with an F32
+// KV cache for the attention layers and a fixed-size recurrent state for the DeltaNet layers.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -21,6 +22,8 @@ class Forward {
 
   int n_ctx() const { return n_ctx_; }
   int n_batch() const { return n_batch_; }
+  // Zeroes the DeltaNet layers' recurrent and conv state (a new sequence from position 0).
+  void reset_state();
 
  private:
   struct MatJob {
@@ -31,6 +34,8 @@ class Forward {
   // all jobs in one parallel region.
   void matmuls(const float* in, int64_t cols, int n, std::initializer_list<MatJob> jobs);
   void attention(int layer, int n, int pos0);
+  void attention_block(int layer, int n, int pos0);  // h → tmp_
+  void delta_block(int layer, int n);                // h → tmp_ (src/ops/delta.h)
   float* k_cache(int layer, int kvh) const;
   float* v_cache(int layer, int kvh) const;
 
@@ -38,9 +43,18 @@ class Forward {
   const ModelConfig& c_;
   ThreadPool& pool_;
   int n_ctx_, n_batch_;
-  AlignedBuffer kv_k_, kv_v_;   // (layer, kv_head, ctx, head_dim)
-  AlignedBuffer rope_cos_, rope_sin_;  // (ctx, head_dim/2)
-  AlignedBuffer rope_cos_local_, rope_sin_local_;  // (ctx, head_dim/2), Gemma 3 local layers
+  std::vector<int> kv_slot_;    // [n_layers] index into the KV cache, -1 for DeltaNet layers
+  std::vector<int> lin_slot_;   // [n_layers] index into the DeltaNet state, -1 otherwise
+  AlignedBuffer kv_k_, kv_v_;   // (attention layer, kv_head, ctx, head_dim)
+  AlignedBuffer conv_state_;    // (DeltaNet layer, conv_k - 1, conv_dim)
+  AlignedBuffer ssm_state_;     // (DeltaNet layer, v_heads, k_dim, v_dim)
+  AlignedBuffer lin_qkv_, lin_conv_;  // (batch, conv_dim)
+  AlignedBuffer lin_z_, lin_o_;       // (batch, v_heads*v_dim)
+  AlignedBuffer lin_b_, lin_a_;       // (batch, v_heads)
+  AlignedBuffer lin_tmp_;             // (threads, v_dim)
+  AlignedBuffer agate_;               // (batch, q_dim) attention output gate (Qwen3.5)
+  AlignedBuffer rope_cos_, rope_sin_;  // (ctx, rope_dim/2)
+  AlignedBuffer rope_cos_local_, rope_sin_local_;  // (ctx, rope_dim/2), Gemma 3 local layers
   AlignedBuffer x_, h_;         // (batch, dim)
   AlignedBuffer q_, k_, v_;     // (batch, q_dim | kv_dim)
   AlignedBuffer att_, tmp_;     // (batch, q_dim), (batch, dim)

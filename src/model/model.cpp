@@ -32,12 +32,9 @@ class TensorTaker {
  public:
   explicit TensorTaker(const MlbFile& f) : f_(f) {}
 
-  const float* vec_f32(const std::string& name, int64_t n) {
-    const TensorView& t = take(name, {n});
-    if (t.dtype != DType::F32)
-      throw Error(fmt::format("{}: tensor '{}' must be f32, is {}", f_.path(), name,
-                              dtype_name(t.dtype)));
-    return reinterpret_cast<const float*>(t.data);
+  const float* vec_f32(const std::string& name, int64_t n) { return f32(name, {n}); }
+  const float* mat_f32(const std::string& name, int64_t rows, int64_t cols) {
+    return f32(name, {rows, cols});
   }
 
   Matrix matrix(const std::string& name, int64_t rows, int64_t cols) {
@@ -59,6 +56,13 @@ class TensorTaker {
   }
 
  private:
+  const float* f32(const std::string& name, std::vector<int64_t> shape) {
+    const TensorView& t = take(name, std::move(shape));
+    if (t.dtype != DType::F32)
+      throw Error(fmt::format("{}: tensor '{}' must be f32, is {}", f_.path(), name,
+                              dtype_name(t.dtype)));
+    return reinterpret_cast<const float*>(t.data);
+  }
   const TensorView& take(const std::string& name, std::vector<int64_t> shape) {
     used_.insert(name);
     return f_.get(name, std::move(shape));
@@ -78,6 +82,25 @@ void pack_all(std::vector<Matrix*>& mats, ThreadPool& pool) {
   });
 }
 
+// A Qwen3.5 Gated DeltaNet layer's tensors (docs/format.md).
+void load_delta_layer(TensorTaker& take, const ModelConfig& c, const std::string& p,
+                      LayerWeights& L) {
+  const int64_t conv_dim = c.lin_conv_dim(), vd = int64_t{c.lin_v_heads} * c.lin_v_dim;
+  L.ssm_qkv = take.matrix(p + "ssm_qkv", conv_dim, c.dim);
+  L.ssm_z = take.matrix(p + "ssm_z", vd, c.dim);
+  L.ssm_beta = take.matrix(p + "ssm_beta", c.lin_v_heads, c.dim);
+  L.ssm_alpha = take.matrix(p + "ssm_alpha", c.lin_v_heads, c.dim);
+  L.ssm_out = take.matrix(p + "ssm_out", c.dim, vd);
+  L.ssm_dt_bias = take.vec_f32(p + "ssm_dt_bias", c.lin_v_heads);
+  L.ssm_a = take.vec_f32(p + "ssm_a", c.lin_v_heads);
+  L.ssm_norm = take.vec_f32(p + "ssm_norm", c.lin_v_dim);
+  // Stored (conv_dim, K) as the checkpoint has it; the conv runs tap by tap over all channels.
+  const float* w = take.mat_f32(p + "ssm_conv", conv_dim, c.lin_conv);
+  L.ssm_conv_t.resize(size_t(conv_dim) * c.lin_conv);
+  for (int64_t ch = 0; ch < conv_dim; ++ch)
+    for (int j = 0; j < c.lin_conv; ++j) L.ssm_conv_t[size_t(j) * conv_dim + ch] = w[ch * c.lin_conv + j];
+}
+
 }  // namespace
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -91,10 +114,13 @@ std::string Model::describe() const {
   const auto& c = impl_->cfg;
   const auto& l0 = impl_->layers.at(0);
   const char* names[] = {"f32", "f16", "q8_0", "q4_0"};
-  return fmt::format("{}: {} layers, dim {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, "
+  const Matrix& attn = c.layer_linear[0] ? l0.ssm_qkv : l0.wq;
+  return fmt::format("{}: {} layers{}, dim {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, "
                      "weights {} (ffn) / {} (attn), {:.1f} MiB packed",
-                     c.arch, c.n_layers, c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim,
-                     c.n_vocab, names[int(l0.gate.type)], names[int(l0.wq.type)],
+                     c.arch, c.n_layers,
+                     c.has_linear() ? fmt::format(" ({} DeltaNet)", c.n_layers - c.n_attn_layers()) : "",
+                     c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim,
+                     c.n_vocab, names[int(l0.gate.type)], names[int(attn.type)],
                      impl_->packed_bytes / 1048576.0);
 }
 
@@ -146,13 +172,25 @@ std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
     const std::string p = fmt::format("blk.{}.", i);
     L.attn_norm = take.vec_f32(p + "attn_norm", c.dim);
     L.ffn_norm = take.vec_f32(p + "ffn_norm", c.dim);
+    L.gate = take.matrix(p + "ffn_gate", c.ffn_dim, c.dim);
+    L.up = take.matrix(p + "ffn_up", c.ffn_dim, c.dim);
+    L.down = take.matrix(p + "ffn_down", c.dim, c.ffn_dim);
+    for (Matrix* x : {&L.gate, &L.up, &L.down}) to_pack.push_back(x);
+    if (c.layer_linear[i]) {
+      load_delta_layer(take, c, p, L);
+      for (Matrix* x : {&L.ssm_qkv, &L.ssm_z, &L.ssm_beta, &L.ssm_alpha, &L.ssm_out})
+        to_pack.push_back(x);
+      continue;
+    }
     L.wq = take.matrix(p + "attn_q", q_rows, c.dim);
     L.wk = take.matrix(p + "attn_k", kv_rows, c.dim);
     L.wv = take.matrix(p + "attn_v", kv_rows, c.dim);
     L.wo = take.matrix(p + "attn_output", c.dim, q_rows);
-    L.gate = take.matrix(p + "ffn_gate", c.ffn_dim, c.dim);
-    L.up = take.matrix(p + "ffn_up", c.ffn_dim, c.dim);
-    L.down = take.matrix(p + "ffn_down", c.dim, c.ffn_dim);
+    for (Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo}) to_pack.push_back(x);
+    if (c.attn_gate) {
+      L.wgate = take.matrix(p + "attn_gate", q_rows, c.dim);
+      to_pack.push_back(&L.wgate);
+    }
     if (c.qkv_bias) {
       L.bq = take.vec_f32(p + "attn_q_bias", q_rows);
       L.bk = take.vec_f32(p + "attn_k_bias", kv_rows);
@@ -166,7 +204,6 @@ std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
       L.attn_post_norm = take.vec_f32(p + "attn_post_norm", c.dim);
       L.ffn_post_norm = take.vec_f32(p + "ffn_post_norm", c.dim);
     }
-    for (Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) to_pack.push_back(x);
   }
   take.check_all_taken(c.arch);
   to_pack.push_back(c.tie_embeddings ? &m->tok_embd : &m->output);

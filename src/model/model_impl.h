@@ -35,6 +35,18 @@ struct LayerWeights {
   const float* k_norm = nullptr;
   const float* attn_post_norm = nullptr;  // (dim) with post_norms
   const float* ffn_post_norm = nullptr;
+  Matrix wgate;            // (n_heads*head_dim, dim) with attn_gate (Qwen3.5)
+
+  // Qwen3.5 Gated DeltaNet layers (layer_linear) instead of wq/wk/wv/wo:
+  Matrix ssm_qkv;          // (2*k_heads*k_dim + v_heads*v_dim, dim): q, k, v before the conv
+  Matrix ssm_z;            // (v_heads*v_dim, dim): the output gate
+  Matrix ssm_beta;         // (v_heads, dim): beta = sigmoid(x · ssm_beta)
+  Matrix ssm_alpha;        // (v_heads, dim): decay input
+  std::vector<float> ssm_conv_t;  // (conv_k, conv_dim): the conv kernel, tap-major
+  const float* ssm_dt_bias = nullptr;  // (v_heads)
+  const float* ssm_a = nullptr;        // (v_heads): -exp(A_log)
+  const float* ssm_norm = nullptr;     // (v_dim): gated RMSNorm weight
+  Matrix ssm_out;          // (dim, v_heads*v_dim)
 };
 
 struct Model::Impl {

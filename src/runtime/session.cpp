@@ -85,7 +85,13 @@ const std::vector<int32_t>& Session::history() const { return impl_->history; }
 void Session::truncate(int n) {
   if (n < 0 || n > n_past())
     throw Error(fmt::format("cannot truncate a {}-token session to {}", n_past(), n));
-  // Attention layers only: cache rows past n are simply overwritten by later tokens.
+  if (n == n_past()) return;
+  // Attention layers: cache rows past n are simply overwritten by later tokens. A DeltaNet
+  // layer's state has folded every token in and cannot be cut back: only a restart works.
+  if (n > 0 && impl_->model.config().has_linear())
+    throw Error(fmt::format("cannot truncate a {}-token session to {}: this model's linear-"
+                            "attention state cannot be cut back (only to 0)", n_past(), n));
+  if (n == 0) impl_->fwd.reset_state();
   impl_->history.resize(n);
 }
 
@@ -93,7 +99,13 @@ int Session::reuse_prefix(std::span<const int32_t> tokens) {
   const auto& h = impl_->history;
   size_t k = 0;
   while (k < h.size() && k < tokens.size() && h[k] == tokens[k]) ++k;
-  if (k == tokens.size() && k > 0) --k;  // re-evaluate the last token to refresh logits
+  if (impl_->model.config().has_linear()) {
+    // The state can only move forward: keep it when the prompt continues the whole history
+    // (with at least one new token, which refreshes the logits), else start over.
+    k = (k == h.size() && tokens.size() > k) ? k : 0;
+  } else if (k == tokens.size() && k > 0) {
+    --k;  // re-evaluate the last token to refresh logits
+  }
   truncate(int(k));
   return int(k);
 }

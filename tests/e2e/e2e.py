@@ -5,6 +5,7 @@ batch sizes), plus bad model files fed to the executables.
 
 Usage: e2e.py --bin BUILD_DIR --work WORK_DIR CASE
 Cases: setup | logits:MODEL:QUANT | threads:MODEL:QUANT | batch:MODEL:QUANT | badfiles |
+       lengths:MODEL:QUANT |
        cli:MODEL | llama2c
 """
 from __future__ import annotations
@@ -42,7 +43,13 @@ MODELS = {
     "gemma3-vl": ["--arch", "gemma3-vl", "--seed", "33"],
     "smollm2-linear": ["--arch", "smollm2", "--shape", "smollm2-tiny", "--rope", "linear",
                        "--rope-factor", "2", "--seed", "26"],
+    # Issue 5: Qwen3.5 (Gated DeltaNet + gated attention, image-text layout whose vision tower
+    # and MTP head are skipped); qwen35-long has a 4096-row embedding so that its 600-token
+    # prompt's logits stay small, for the prompt-length cases (prefill across batch chunks).
+    "qwen35": ["--arch", "qwen3.5", "--seed", "51"],
+    "qwen35-long": ["--arch", "qwen3.5", "--seed", "52", "--vocab", "4096"],
 }
+PROMPT_LEN = {"qwen35-long": 600}   # tokens of the reference prompt (default N_TOKENS)
 QUANTS = ["f32", "q8_0", "q4_0"]
 # Thresholds of issue 2. F32 is compared by the largest |Δ| relative to the largest |logit|
 # of each position.
@@ -72,7 +79,7 @@ def prompt_ids(work: str, model: str) -> list[int]:
         cfg = json.load(f)
     vocab = cfg.get("vocab_size") or cfg["text_config"]["vocab_size"]
     rng = np.random.default_rng(7)
-    return [int(x) for x in rng.integers(0, min(vocab, 32000), N_TOKENS)]
+    return [int(x) for x in rng.integers(0, min(vocab, 32000), PROMPT_LEN.get(model, N_TOKENS))]
 
 
 def mlb(work: str, model: str, quant: str) -> str:
@@ -107,6 +114,23 @@ def case_logits(a, model: str, quant: str) -> None:
     r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"),
               os.path.join(a.work, f"{model}-ref.npy"), out] + LIMITS[quant])
     print(r.stdout)
+
+
+def case_lengths(a, model: str, quant: str) -> None:
+    """Prompts of 1, 7, 130 and 600 tokens (one and several --batch 128 chunks), and a
+    72-token run one token per forward step (the decode path carrying the conv and DeltaNet
+    state), each against the reference's logits for the same prefix (causal: the prefix's
+    logits do not depend on later tokens)."""
+    ids = prompt_ids(a.work, model)
+    ref = np.load(os.path.join(a.work, f"{model}-ref.npy"))
+    for n, extra in ((1, []), (7, []), (130, []), (len(ids), []), (72, ["--batch", "1"])):
+        out = os.path.join(a.work, f"{model}-{quant}-len{n}.npy")
+        must([os.path.join(a.bin, "ml_run"), "-m", mlb(a.work, model, quant), "--tokens",
+              ",".join(map(str, ids[:n])), "--logits", out] + extra)
+        part = os.path.join(a.work, f"{model}-ref-len{n}.npy")
+        np.save(part, ref[:n])
+        r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), part, out] + LIMITS[quant])
+        print(f"{n} tokens {' '.join(extra)}: {r.stdout.strip()}")
 
 
 def same(x: np.ndarray, y: np.ndarray, what: str) -> None:
@@ -281,6 +305,7 @@ def main() -> None:
     a = p.parse_args()
     kind, *rest = a.case.split(":")
     {"setup": case_setup, "logits": case_logits, "threads": case_threads, "batch": case_batch,
+     "lengths": case_lengths,
      "badfiles": case_badfiles, "cli": case_cli, "llama2c": case_llama2c, "guard": case_guard}[kind](a, *rest)
 
 

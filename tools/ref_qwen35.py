@@ -1,0 +1,159 @@
+"""Reference (oracle) forward of Qwen3.5 / Qwen3.6 dense language models in numpy
+(ref_forward.py dispatches here for model_type qwen3_5 / qwen3_5_text).
+
+Written from transformers' modeling_qwen3_5.py equations, reading config.json and the
+safetensors directly (never the .mlb, never convert.py / qwen35.py). The DeltaNet layers use the
+RECURRENT definition (torch_recurrent_gated_delta_rule), one token at a time:
+
+  per layer: x = rmsnorm(h) * (1 + w_in)
+  linear_attention (Gated DeltaNet):
+      qkv = conv_silu(x Wqkv^T)  — causal depthwise conv over time, kernel K, zero history
+      q, k, v = split(qkv) per head; q, k = l2norm(q), l2norm(k) (x * rsqrt(sum x^2 + 1e-6));
+      key head j serves value heads j*r .. j*r + r - 1 (r = n_v / n_k); q *= dk^-0.5
+      beta = sigmoid(x Wb^T);  g = -exp(A_log) * softplus(x Wa^T + dt_bias)
+      S_t = S_{t-1} * exp(g_t);  d = (v_t - S_t^T k_t) * beta_t;  S_t += k_t d^T;  o_t = S_t^T q_t
+      o = rmsnorm_head(o) * w_norm * silu(z),  z = x Wz^T;   out = o Wout^T
+  full_attention:
+      [q | gate] per head = x Wq^T (q_proj rows: per head, head_dim query then head_dim gate)
+      q, k = rmsnorm_head(q) * (1 + w_qn), rmsnorm_head(k) * (1 + w_kn)
+      RoPE (rotate_half) on the first rot = head_dim * partial_rotary_factor dims, theta from
+      rope_parameters (text positions: all mrope sections see the same position)
+      a = softmax(q k^T / sqrt(head_dim) + causal mask) v  (GQA);  out = (a * sigmoid(gate)) Wo^T
+  h += out;  h += mlp(rmsnorm(h) * (1 + w_post))  (SwiGLU)
+  logits = rmsnorm(h) * (1 + w_norm) W_out^T  (W_out = embedding when tied)
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+import quant
+import safetensors_io as st
+
+CLASS_OF = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate",
+            "up_proj": "up", "down_proj": "down", "embed_tokens": "embd", "lm_head": "output",
+            "in_proj_qkv": "ssm_in", "in_proj_z": "ssm_in", "in_proj_a": "ssm_ab", "in_proj_b": "ssm_ab",
+            "out_proj": "ssm_out"}
+
+
+def _text(cfg: dict[str, Any]) -> dict[str, Any]:
+    t = dict(cfg.get("text_config") or {}) if cfg.get("model_type") == "qwen3_5" else dict(cfg)
+    if cfg.get("model_type") == "qwen3_5" and "tie_word_embeddings" in cfg:
+        t["tie_word_embeddings"] = cfg["tie_word_embeddings"]
+    return t
+
+
+def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None = None,
+            q8: set[str] | None = None, q4_rule: str | None = None) -> np.ndarray:
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = _text(json.load(f))
+    q8 = q8 if q8 is not None else {"embd", "output"}
+    ck = st.Checkpoint(d)
+    base = "model.language_model." if "model.language_model.embed_tokens.weight" in ck.where else "model."
+
+    def W(name: str) -> np.ndarray:
+        w = ck.get(name)
+        cls = CLASS_OF.get(name.split(".")[-2])
+        if qtype and cls and w.ndim == 2:
+            t = "q8_0" if qtype == "q4_0" and cls in q8 else qtype
+            w = quant.round_trip(w, t, q4_rule or "fit")
+        return w.astype(dt)
+
+    n, dim = cfg["num_hidden_layers"], cfg["hidden_size"]
+    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg.get("head_dim", 256)
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    types = cfg.get("layer_types") or ["full_attention" if (i + 1) % cfg.get("full_attention_interval", 4) == 0
+                                       else "linear_attention" for i in range(n)]
+    rp = cfg.get("rope_parameters") or {}
+    theta = rp.get("rope_theta", cfg.get("rope_theta", 10000.0))
+    rot = int(hd * rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 0.25)))
+    T = len(tokens)
+    inv = (1.0 / theta ** (np.arange(0, rot, 2, dtype=np.int64).astype(np.float32) / rot)).astype(np.float32)
+    ang = np.outer(np.arange(T, dtype=np.float32), inv).astype(np.float32)   # float32 as transformers
+    cos = np.cos(np.concatenate([ang, ang], -1)).astype(dt)
+    sin = np.sin(np.concatenate([ang, ang], -1)).astype(dt)
+
+    def rms(x: np.ndarray, w: np.ndarray, plus_one: bool = True) -> np.ndarray:
+        y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+        return y * ((1 + w) if plus_one else w)
+
+    def silu(x: np.ndarray) -> np.ndarray:
+        return x / (1 + np.exp(-x))
+
+    emb = W(base + "embed_tokens.weight")
+    h = emb[np.asarray(tokens)].astype(dt)
+    for i in range(n):
+        p = f"{base}layers.{i}."
+        x = rms(h, W(p + "input_layernorm.weight"))
+        if types[i] == "linear_attention":
+            out = _delta_layer(cfg, W, p + "linear_attn.", x, eps, dt, silu)
+        else:
+            a = p + "self_attn."
+            qg = (x @ W(a + "q_proj.weight").T).reshape(T, nh, 2 * hd)
+            q, gate = qg[..., :hd], qg[..., hd:].reshape(T, nh * hd)
+            k = (x @ W(a + "k_proj.weight").T).reshape(T, nkv, hd)
+            v = (x @ W(a + "v_proj.weight").T).reshape(T, nkv, hd)
+            q = rms(q, W(a + "q_norm.weight")).transpose(1, 0, 2)
+            k = rms(k, W(a + "k_norm.weight")).transpose(1, 0, 2)
+            v = v.transpose(1, 0, 2)
+
+            def rope(t: np.ndarray) -> np.ndarray:
+                r, rest = t[..., :rot], t[..., rot:]
+                half = rot // 2
+                rh = np.concatenate([-r[..., half:], r[..., :half]], axis=-1)
+                return np.concatenate([r * cos + rh * sin, rest], axis=-1)
+            q, k = rope(q), rope(k)
+            k, v = np.repeat(k, nh // nkv, axis=0), np.repeat(v, nh // nkv, axis=0)
+            s = q @ k.transpose(0, 2, 1) / np.sqrt(dt(hd))
+            s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
+            s = np.exp(s - s.max(-1, keepdims=True))
+            att = ((s / s.sum(-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(T, nh * hd)
+            out = (att * (1 / (1 + np.exp(-gate)))) @ W(a + "o_proj.weight").T
+        h = h + out
+        x = rms(h, W(p + "post_attention_layernorm.weight"))
+        g = x @ W(p + "mlp.gate_proj.weight").T
+        u = x @ W(p + "mlp.up_proj.weight").T
+        h = h + (silu(g) * u) @ W(p + "mlp.down_proj.weight").T
+    x = rms(h, W(base + "norm.weight"))
+    tied = cfg.get("tie_word_embeddings", False) or "lm_head.weight" not in ck.where
+    logits = (x @ (emb if tied else W("lm_head.weight")).T).astype(np.float32)
+    ck.close()
+    return logits
+
+
+def _delta_layer(cfg: dict[str, Any], W: Any, a: str, x: np.ndarray, eps: float, dt: type, silu: Any) -> np.ndarray:
+    T = x.shape[0]
+    nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+    dk, dv, K = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"]
+    mixed = x @ W(a + "in_proj_qkv.weight").T                       # [T, C]
+    z = (x @ W(a + "in_proj_z.weight").T).reshape(T, nv, dv)
+    b = x @ W(a + "in_proj_b.weight").T                             # [T, nv]
+    alpha = x @ W(a + "in_proj_a.weight").T
+    w = W(a + "conv1d.weight").reshape(mixed.shape[1], K)            # [C, 1, K] -> [C, K]
+    padded = np.concatenate([np.zeros((K - 1, mixed.shape[1]), dtype=dt), mixed], axis=0)
+    conv = sum(padded[j:j + T] * w[:, j] for j in range(K))         # out[t] = sum_j w[j] x[t-K+1+j]
+    conv = silu(conv)
+    q = conv[:, :nk * dk].reshape(T, nk, dk)
+    k = conv[:, nk * dk:2 * nk * dk].reshape(T, nk, dk)
+    v = conv[:, 2 * nk * dk:].reshape(T, nv, dv)
+    q = q / np.sqrt((q * q).sum(-1, keepdims=True) + 1e-6)
+    k = k / np.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
+    q, k = np.repeat(q, nv // nk, axis=1), np.repeat(k, nv // nk, axis=1)   # head j*r+i uses key head j
+    q = q / np.sqrt(dt(dk))
+    beta = 1 / (1 + np.exp(-b))
+    A = np.exp(W(a + "A_log").astype(np.float32)).astype(dt)
+    sp = alpha + W(a + "dt_bias")
+    g = -A * np.where(sp > 20, sp, np.log1p(np.exp(np.minimum(sp, 20))))      # softplus (threshold 20)
+    S = np.zeros((nv, dk, dv), dtype=dt)
+    o = np.zeros((T, nv, dv), dtype=dt)
+    for t in range(T):
+        S = S * np.exp(g[t])[:, None, None]
+        mem = np.einsum("hkv,hk->hv", S, k[t])
+        delta = (v[t] - mem) * beta[t][:, None]
+        S = S + k[t][:, :, None] * delta[:, None, :]
+        o[t] = np.einsum("hkv,hk->hv", S, q[t])
+    o = o / np.sqrt(np.mean(o * o, axis=-1, keepdims=True) + eps) * W(a + "norm.weight") * silu(z)
+    return o.reshape(T, nv * dv) @ W(a + "out_proj.weight").T
