@@ -1,0 +1,104 @@
+// Session reuse on real (random-weight) model files made by the e2e setup fixture: a prompt
+// that continues the cached history reuses it, one that diverges recomputes, and either way the
+// logits are bit-identical to a fresh session's. Qwen3.5's DeltaNet state cannot be cut back,
+// so only a whole-history continuation is reused there; attention-only models keep any shared
+// prefix.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <numeric>
+#include <vector>
+
+#include "krafla/error.h"
+#include "krafla/model.h"
+#include "krafla/session.h"
+
+namespace krafla {
+namespace {
+
+std::unique_ptr<Model> load_or_skip(const std::string& name) {
+  const std::string path = std::string(KRAFLA_E2E_DIR) + "/" + name;
+  if (!std::filesystem::exists(path)) return nullptr;
+  return Model::load(path, 2);
+}
+
+std::vector<int32_t> prompt(int n, int salt, int vocab) {
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = (i * 7919 + salt * 104729 + 13) % std::min(vocab, 4000);
+  return ids;
+}
+
+std::vector<float> fresh_logits(const Model& m, const std::vector<int32_t>& ids) {
+  Session s(m, {.n_threads = 2, .n_ctx = 512});
+  s.eval(ids);
+  return s.logits();
+}
+
+#define SKIP_IF_MISSING(m, name)                                                  \
+  if (!(m)) GTEST_SKIP() << name << " not built (run the e2e setup fixture first)"
+
+TEST(SessionReuse, DeltaNetContinuationReusesTheState) {
+  auto m = load_or_skip("qwen35-long-q8_0.mlb");
+  SKIP_IF_MISSING(m, "qwen35-long-q8_0.mlb");
+  const int V = m->config().n_vocab;
+  std::vector<int32_t> first = prompt(100, 1, V), more = prompt(150, 1, V);
+  more.erase(more.begin(), more.begin() + 100);
+  std::vector<int32_t> all = first;
+  all.insert(all.end(), more.begin(), more.end());
+
+  Session s(*m, {.n_threads = 2, .n_ctx = 512});
+  s.eval(first);
+  EXPECT_EQ(s.reuse_prefix(all), 100);
+  s.eval(std::span<const int32_t>(all).subspan(100));
+  EXPECT_EQ(s.logits(), fresh_logits(*m, all));
+}
+
+TEST(SessionReuse, DeltaNetDivergingPromptRecomputes) {
+  auto m = load_or_skip("qwen35-long-q8_0.mlb");
+  SKIP_IF_MISSING(m, "qwen35-long-q8_0.mlb");
+  const int V = m->config().n_vocab;
+  const std::vector<int32_t> first = prompt(100, 2, V);
+  std::vector<int32_t> other = prompt(140, 2, V);
+  other[60] = (other[60] + 1) % V;  // shares 60 tokens, then diverges
+  Session s(*m, {.n_threads = 2, .n_ctx = 512});
+  s.eval(first);
+  EXPECT_EQ(s.reuse_prefix(other), 0);
+  EXPECT_EQ(s.n_past(), 0);
+  s.eval(other);
+  EXPECT_EQ(s.logits(), fresh_logits(*m, other));
+  // The same prompt again has no new token to refresh the logits with: recompute too.
+  EXPECT_EQ(s.reuse_prefix(other), 0);
+  s.eval(other);
+  EXPECT_EQ(s.logits(), fresh_logits(*m, other));
+}
+
+TEST(SessionReuse, DeltaNetStateCannotBeCutBack) {
+  auto m = load_or_skip("qwen35-long-q8_0.mlb");
+  SKIP_IF_MISSING(m, "qwen35-long-q8_0.mlb");
+  const std::vector<int32_t> ids = prompt(50, 3, m->config().n_vocab);
+  Session s(*m, {.n_threads = 2, .n_ctx = 512});
+  s.eval(ids);
+  EXPECT_THROW(s.truncate(20), Error);
+  EXPECT_EQ(s.n_past(), 50);
+  s.truncate(0);  // a restart clears the recurrent and conv state
+  s.eval(ids);
+  EXPECT_EQ(s.logits(), fresh_logits(*m, ids));
+}
+
+TEST(SessionReuse, AttentionModelKeepsTheSharedPrefix) {
+  auto m = load_or_skip("llama-q8_0.mlb");
+  SKIP_IF_MISSING(m, "llama-q8_0.mlb");
+  const int V = m->config().n_vocab;
+  const std::vector<int32_t> first = prompt(80, 4, V);
+  std::vector<int32_t> other = prompt(120, 4, V);
+  other[60] = (other[60] + 1) % V;
+  Session s(*m, {.n_threads = 2, .n_ctx = 512});
+  s.eval(first);
+  EXPECT_EQ(s.reuse_prefix(other), 60);
+  s.eval(std::span<const int32_t>(other).subspan(60));
+  EXPECT_EQ(s.logits(), fresh_logits(*m, other));
+  EXPECT_EQ(s.reuse_prefix(other), 119);  // identical prompt: the last token is re-evaluated
+}
+
+}  // namespace
+}  // namespace krafla
