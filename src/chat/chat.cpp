@@ -31,7 +31,8 @@ std::string render_llama3(const std::vector<ChatMessage>& msgs, bool gen) {
   std::string out = "<|begin_of_text|>";
   for (const auto& m : msgs) {
     check_role(m, "llama3");
-    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+    out +=
+        "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
   }
   if (gen) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
@@ -109,10 +110,25 @@ std::string strip_chars(const std::string& s, const char* chars, bool left, bool
   return s.substr(b, e - b);
 }
 
+// The reasoning split of the Qwen3 and Qwen3.5 templates: reasoning is the text before the first
+// </think> (after the last <think> there), content the text after the last </think>, both with
+// the newlines at the seams stripped. False (and nothing set) without a </think>.
+bool split_think(const std::string& text, std::string& reasoning, std::string& content) {
+  const size_t close = text.rfind("</think>");
+  if (close == std::string::npos) return false;
+  std::string before = strip_chars(text.substr(0, text.find("</think>")), "\n", false, true);
+  if (const size_t open = before.rfind("<think>"); open != std::string::npos)
+    before = before.substr(open + 7);
+  reasoning = strip_chars(before, "\n", true, false);
+  content = strip_chars(text.substr(close + 8), "\n", true, false);
+  return true;
+}
+
 // Qwen3: ChatML; an assistant turn's <think>…</think> block is kept only after the last user
 // message (earlier turns show only the answer); think=false appends an empty think block to
 // the generation prompt (enable_thinking=false).
-std::string qwen3_like(const std::vector<ChatMessage>& msgs, bool gen, bool think, const char* tmpl) {
+std::string qwen3_like(const std::vector<ChatMessage>& msgs, bool gen, bool think,
+                       const char* tmpl) {
   std::string out;
   // The template's last_query_index: the last user message, else the last message.
   size_t last_user = msgs.empty() ? 0 : msgs.size() - 1;
@@ -129,13 +145,7 @@ std::string qwen3_like(const std::vector<ChatMessage>& msgs, bool gen, bool thin
       continue;
     }
     std::string content = m.content, reasoning;
-    if (const size_t close = content.rfind("</think>"); close != std::string::npos) {
-      std::string before = content.substr(0, content.find("</think>"));
-      if (const size_t open = before.rfind("<think>"); open != std::string::npos)
-        before = before.substr(open + 7);
-      reasoning = strip_chars(strip_chars(before, "\n", false, true), "\n", true, false);
-      content = strip_chars(content.substr(close + 8), "\n", true, false);
-    }
+    split_think(m.content, reasoning, content);
     const bool after_query = i > last_user;
     if (after_query && (i + 1 == msgs.size() || !reasoning.empty()))
       out += "<|im_start|>assistant\n<think>\n" + strip_chars(reasoning, "\n", true, true) +
@@ -155,6 +165,87 @@ std::string render_qwen3(const std::vector<ChatMessage>& msgs, bool gen) {
 }
 std::string render_qwen3_nothink(const std::vector<ChatMessage>& msgs, bool gen) {
   return qwen3_like(msgs, gen, false, "qwen3-nothink");
+}
+
+// The UTF-8 code point at s[p] (its length in n); a stray byte reads as U+FFFD, length 1.
+char32_t utf8_at(const std::string& s, size_t p, size_t& n) {
+  const auto b = static_cast<unsigned char>(s[p]);
+  n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+  if (n == 0 || p + n > s.size()) return n = 1, 0xFFFD;
+  char32_t c = n == 1 ? b : b & (0x7F >> n);
+  for (size_t k = 1; k < n; ++k) {
+    const auto x = static_cast<unsigned char>(s[p + k]);
+    if ((x & 0xC0) != 0x80) return n = 1, 0xFFFD;
+    c = (c << 6) | (x & 0x3F);
+  }
+  return c;
+}
+
+// Python's str.isspace(): what Jinja's |trim strips in transformers (Python's jinja2), which
+// differs from JavaScript's trim() at U+001C–U+001F, U+0085 (Python) and U+FEFF (JavaScript).
+bool py_space(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
+}
+
+std::string py_strip(const std::string& s) {
+  size_t b = 0, e = s.size(), n = 0;
+  while (b < e && py_space(utf8_at(s, b, n))) b += n;
+  while (e > b) {
+    size_t k = e - 1;
+    while (k > b && e - k < 4 && (static_cast<unsigned char>(s[k]) & 0xC0) == 0x80) --k;
+    if (!py_space(utf8_at(s, k, n)) || k + n != e) break;
+    e = k;
+  }
+  return s.substr(b, e - b);
+}
+
+// Qwen3.5: ChatML, every content stripped (|trim), no default system prompt; a system message
+// may only come first. The last user query (the last user message that is not a bare
+// <tool_response>…</tool_response>) splits the conversation: each assistant turn after it
+// carries a think block with its reasoning (empty when it has none), each one before it only
+// the answer after its last </think>. The generation prompt opens a think block; think=false
+// (enable_thinking=false) closes it empty at once.
+std::string qwen35_like(const std::vector<ChatMessage>& msgs, bool gen, bool think,
+                        const char* tmpl) {
+  if (msgs.empty()) throw Error(fmt::format("chat template {}: no messages", tmpl));
+  size_t last_query = std::string::npos;
+  for (size_t i = msgs.size(); i-- > 0 && last_query == std::string::npos;) {
+    const std::string c = py_strip(msgs[i].content);
+    if (msgs[i].role == "user" &&
+        !(c.starts_with("<tool_response>") && c.ends_with("</tool_response>")))
+      last_query = i;
+  }
+  if (last_query == std::string::npos)
+    throw Error(fmt::format("chat template {}: the conversation has no user message", tmpl));
+  std::string out;
+  for (size_t i = 0; i < msgs.size(); ++i) {
+    const auto& m = msgs[i];
+    check_role(m, tmpl);
+    const std::string text = py_strip(m.content);
+    if (m.role == "system" && i > 0)
+      throw Error(fmt::format("chat template {}: a system message may only come first", tmpl));
+    if (m.role != "assistant") {
+      out += "<|im_start|>" + m.role + "\n" + text + "<|im_end|>\n";
+      continue;
+    }
+    std::string content = text, reasoning;
+    split_think(text, reasoning, content);
+    out += "<|im_start|>assistant\n";
+    if (i > last_query) out += "<think>\n" + py_strip(reasoning) + "\n</think>\n\n";
+    out += content + "<|im_end|>\n";
+  }
+  if (gen)
+    out += think ? "<|im_start|>assistant\n<think>\n"
+                 : "<|im_start|>assistant\n<think>\n\n</think>\n\n";
+  return out;
+}
+std::string render_qwen35(const std::vector<ChatMessage>& msgs, bool gen) {
+  return qwen35_like(msgs, gen, true, "qwen3.5");
+}
+std::string render_qwen35_nothink(const std::vector<ChatMessage>& msgs, bool gen) {
+  return qwen35_like(msgs, gen, false, "qwen3.5-nothink");
 }
 
 // Today's date as SmolLM3's template writes it (strftime_now("%d %B %Y"), e.g. "02 December
@@ -257,7 +348,8 @@ std::string render_gemma(const std::vector<ChatMessage>& msgs, bool gen) {
     const auto& m = msgs[i];
     check_role(m, "gemma");
     if ((m.role == "user") != (k % 2 == 0))
-      throw Error("chat template gemma: roles must alternate user/assistant after the system prompt");
+      throw Error(
+          "chat template gemma: roles must alternate user/assistant after the system prompt");
     out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n" +
            (k == 0 ? prefix : "") + trim(m.content) + "<end_of_turn>\n";
   }
@@ -274,6 +366,8 @@ const std::vector<ChatTemplate>& all() {
       {"qwen", render_qwen, {"<|im_end|>", "<|endoftext|>"}},
       {"qwen3", render_qwen3, {"<|im_end|>", "<|endoftext|>"}},
       {"qwen3-nothink", render_qwen3_nothink, {"<|im_end|>", "<|endoftext|>"}},
+      {"qwen3.5", render_qwen35, {"<|im_end|>", "<|endoftext|>"}},
+      {"qwen3.5-nothink", render_qwen35_nothink, {"<|im_end|>", "<|endoftext|>"}},
       {"gemma", render_gemma, {"<end_of_turn>", "<eos>"}},
       {"smollm", render_smollm, {"<|im_end|>", "<|endoftext|>"}},
       {"smollm3", render_smollm3, {"<|im_end|>", "<|end_of_text|>"}},

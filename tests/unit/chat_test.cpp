@@ -1,12 +1,14 @@
 // Chat templates against renderings made by the Jinja reference (chat/gen_chat_fixtures.mjs).
+#include "krafla/chat.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
-#include "krafla/chat.h"
 #include "krafla/error.h"
 
 namespace krafla {
@@ -18,14 +20,31 @@ TEST(Chat, MatchesJinjaRenderings) {
   ASSERT_GE(fixtures.size(), 12u);
   // SmolLM3 writes today's date into its header: the generator renders it as this day.
   ::setenv("KRAFLA_CHAT_DATE", "02 December 2026", 1);
+  std::map<std::string, int> per_template;
   for (const auto& fx : fixtures) {
+    ++per_template[fx["template"].get<std::string>()];
     std::vector<ChatMessage> msgs;
     for (const auto& m : fx["messages"]) msgs.push_back({m["role"], m["content"]});
     const auto& t = chat_template(fx["template"].get<std::string>());
-    EXPECT_EQ(t.render(msgs, fx["add_generation_prompt"].get<bool>()), fx["text"].get<std::string>())
+    EXPECT_EQ(t.render(msgs, fx["add_generation_prompt"].get<bool>()),
+              fx["text"].get<std::string>())
         << "template " << fx["template"] << ", " << msgs.size() << " messages";
   }
   ::unsetenv("KRAFLA_CHAT_DATE");
+  // Every template name is checked on the whole set of conversations (gemma: those it takes).
+  for (const auto& name : chat_template_names())
+    EXPECT_GE(per_template[name], name == "gemma" ? 5 : 10) << name << " renderings";
+}
+
+// The Qwen3.5 template raises on a conversation without a user query and on a system message
+// that is not first; the renderer refuses them too.
+TEST(Chat, Qwen35RefusesWhatTheTemplateRaises) {
+  const auto& t = chat_template("qwen3.5");
+  EXPECT_THROW(t.render({}, true), Error);
+  EXPECT_THROW(t.render({{"system", "s"}}, true), Error);
+  EXPECT_THROW(t.render({{"user", "<tool_response>x</tool_response>"}}, true), Error);
+  EXPECT_THROW(t.render({{"user", "a"}, {"system", "late"}}, true), Error);
+  EXPECT_EQ(t.render({{"user", " hi "}}, false), "<|im_start|>user\nhi<|im_end|>\n");
 }
 
 TEST(Chat, SmolLM3DateDefaultsToToday) {
@@ -53,6 +72,9 @@ TEST(Chat, StopTokensNamed) {
   EXPECT_EQ(chat_template("llama3").stop_tokens.front(), "<|eot_id|>");
   EXPECT_EQ(chat_template("zephyr").stop_tokens.front(), "</s>");
   EXPECT_EQ(chat_template("smollm3").stop_tokens.front(), "<|im_end|>");
+  for (const char* name : {"qwen3.5", "qwen3.5-nothink"})
+    EXPECT_EQ(chat_template(name).stop_tokens,
+              (std::vector<std::string>{"<|im_end|>", "<|endoftext|>"}));
 }
 
 }  // namespace krafla

@@ -2,6 +2,7 @@
 // transformers' apply_chat_template does (trim_blocks, lstrip_blocks), and writes
 // chat_fixtures.json for tests/unit/chat_test.cpp. Rerun: npm install && node gen_chat_fixtures.mjs
 import { Template } from "@huggingface/jinja";
+import { createHash } from "node:crypto";
 import { readFileSync, writeFileSync } from "node:fs";
 
 const root = new URL("../../../", import.meta.url).pathname;
@@ -121,6 +122,48 @@ const fixed_strftime_now = (fmt) => {
   return SMOLLM3_DATE;
 };
 
+// Qwen3.5 (Qwen/Qwen3.5-*): its chat_template.jinja, verbatim in qwen3_5.jinja (tools and
+// vision branches included; the fixtures render neither). The hash is the published file's, so
+// an edit of the copy fails here.
+const QWEN35 = readFileSync(new URL("qwen3_5.jinja", import.meta.url), "utf8");
+const QWEN35_SHA256 = "a4aee8afcf2e0711942cf848899be66016f8d14a889ff9ede07bca099c28f715";
+if (createHash("sha256").update(QWEN35).digest("hex") !== QWEN35_SHA256)
+  throw new Error("qwen3_5.jinja is not the published Qwen3.5 chat_template.jinja");
+// transformers renders with Python's jinja2, and @huggingface/jinja differs from it here: its
+// rstrip/lstrip ignore their argument and strip all whitespace (Python's content.rstrip('\n')
+// strips newlines only), and its |trim is JavaScript's trim() (Python's str.strip() also takes
+// U+001C..U+001F and U+0085, and leaves U+FEFF). Those calls go to functions that do as Python.
+const py_rstrip_nl = (s) => s.replace(/\n+$/, "");
+const py_lstrip_nl = (s) => s.replace(/^\n+/, "");
+const PY_SPACE = "[\\t\\n\\v\\f\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]";
+const py_strip = (s) => s.replace(new RegExp(`^${PY_SPACE}+|${PY_SPACE}+$`, "gu"), "");
+const QWEN35_FIXED = [
+  [String.raw`content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n')`,
+   String.raw`py_lstrip_nl(py_rstrip_nl(content.split('</think>')[0]).split('<think>')[-1])`],
+  [String.raw`content.split('</think>')[-1].lstrip('\n')`,
+   String.raw`py_lstrip_nl(content.split('</think>')[-1])`],
+].reduce((src, [from, to]) => {
+  if (src.split(from).length !== 2) throw new Error(`Qwen3.5: expected one ${from}`);
+  return src.replace(from, to);
+}, QWEN35).replaceAll(/(render_content\([^)]*\)|reasoning_content|content)\|trim\b/g, "py_strip($1)");
+if (/[lr]strip\(|\|trim/.test(QWEN35_FIXED.replaceAll(/py_[lr]strip_nl\(/g, "")))
+  throw new Error("Qwen3.5: an lstrip/rstrip/trim call is left");
+
+// Qwen3.5 only (the other renderers strip as their fixtures' JavaScript trim() does): spaces
+// around reasoning and after </think> (Python strips newlines there, not spaces), a second
+// <think> before </think>, a tool-response-looking user message (not a query), and whitespace
+// where Python's strip() and JavaScript's trim() differ (U+001F, U+0085, U+FEFF).
+const QWEN35_CONVERSATIONS = [
+  [
+    { role: "user", content: "q1" },
+    { role: "assistant", content: "<think>\n one \n</think>\n  spaced answer  " },
+    { role: "user", content: "q2\ufeff\u001f" },
+    { role: "assistant", content: "x<think>a<think>\n b \n\n</think>\n\n mid </think>\nend" },
+    { role: "user", content: " <tool_response>\nok\n</tool_response>\n" },
+    { role: "assistant", content: "\u3000final\u0085" },
+  ],
+];
+
 const templates = {
   llama3: { src: cfg("llama3").chat_template, bos: "<|begin_of_text|>", eos: "<|end_of_text|>" },
   llama2: {
@@ -136,6 +179,11 @@ const templates = {
   gemma: { src: cfg("gemma3").chat_template, bos: "<bos>", eos: "<eos>" },
   qwen3: { src: cfg("qwen3").chat_template, bos: "", eos: "<|im_end|>" },
   "qwen3-nothink": { src: cfg("qwen3").chat_template, bos: "", eos: "<|im_end|>", extra: { enable_thinking: false } },
+  "qwen3.5": { src: QWEN35_FIXED, bos: "", eos: "<|im_end|>", extra: { py_rstrip_nl, py_lstrip_nl, py_strip }, more: QWEN35_CONVERSATIONS },
+  "qwen3.5-nothink": {
+    src: QWEN35_FIXED, bos: "", eos: "<|im_end|>", extra: { py_rstrip_nl, py_lstrip_nl, py_strip, enable_thinking: false },
+    more: QWEN35_CONVERSATIONS,
+  },
   // Qwen2.5-Instruct and SmolLM2-Instruct: their repos' chat_template strings (no tools).
   qwen: {
     src:
@@ -189,12 +237,14 @@ const conversations = [
    { role: "assistant", content: "\n\nhello" }, { role: "user", content: "bye" }],
   [{ role: "system", content: "/think" }, { role: "user", content: "hi" }],
   [{ role: "system", content: "Custom header only. /system_override\n" }, { role: "user", content: "hi" }],
+  // An answer after the last query without reasoning (Qwen3.5: an empty think block).
+  [{ role: "user", content: "hi" }, { role: "assistant", content: "plain answer" }],
 ];
 
 const out = [];
 for (const [name, t] of Object.entries(templates)) {
   const tmpl = new Template(t.src);
-  for (const messages of conversations) {
+  for (const messages of [...conversations, ...(t.more ?? [])]) {
     // Gemma's template refuses a conversation that does not alternate user/model.
     const turns = messages.filter((m) => m.role !== "system");
     if (name === "gemma" && turns.some((m, i) => (m.role === "user") !== (i % 2 === 0))) continue;
