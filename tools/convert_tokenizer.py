@@ -26,7 +26,9 @@ class TokenizerError(Exception):
 
 
 def read_tokenizer_files(tok_dir: str) -> dict[str, bytes]:
-    """The verbatim bytes of tokenizer.json and tokenizer_config.json ({} config if absent)."""
+    """The verbatim bytes of tokenizer.json and tokenizer_config.json ({} config if absent).
+    A chat_template.jinja beside them (newer checkpoints, Qwen3.5's among them, keep the
+    template there) goes into the config as its chat_template when the config has none."""
     out: dict[str, bytes] = {}
     path = os.path.join(tok_dir, "tokenizer.json")
     if not os.path.isfile(path):
@@ -39,6 +41,13 @@ def read_tokenizer_files(tok_dir: str) -> dict[str, bytes]:
             out["tokenizer_config.json"] = f.read()
     else:
         out["tokenizer_config.json"] = b"{}"
+    jpath = os.path.join(tok_dir, "chat_template.jinja")
+    if os.path.isfile(jpath):
+        cfg = json.loads(out["tokenizer_config.json"])
+        if not cfg.get("chat_template"):
+            with open(jpath, encoding="utf-8") as f:
+                cfg["chat_template"] = f.read()
+            out["tokenizer_config.json"] = json.dumps(cfg, ensure_ascii=False, indent=2).encode()
     return out
 
 
@@ -75,15 +84,21 @@ CHATML_KINDS = (
     (("Reasoning Mode", "Knowledge Cutoff Date", "/no_think"), "smollm3"),
     (("You are Qwen, created by Alibaba Cloud.",), "qwen"),                 # Qwen2.5 default system
     (("You are a helpful AI assistant named SmolLM",), "smollm"),          # SmolLM2 default system
+    # Qwen3.5: Qwen3's thinking turns, but XML tool calls (<function=…>) and a generation prompt
+    # that opens the think block ('<think>\n' alone; Qwen3 writes it only closed)
+    ((("<function=", "reasoning_content", "'<think>\\n'"),), "qwen3.5"),
     (("<think>", "enable_thinking", "reasoning_content"), "qwen3"),        # Qwen3 thinking turns
 )
 _DEFAULT_SYSTEM = re.compile(r"<\|im_start\|>system(?:\\n|\n)[^'\"{]")
 
 
 def _chatml_kind(tmpl: str) -> str:
-    """Name of the renderer for a template that uses <|im_start|>."""
+    """Name of the renderer for a template that uses <|im_start|>: the first kind one of whose
+    markers (a string, or a tuple of strings that must all be there) the template holds."""
+    def has(m: str | tuple[str, ...]) -> bool:
+        return all(x in tmpl for x in m) if isinstance(m, tuple) else m in tmpl
     for markers, name in CHATML_KINDS:
-        if any(m in tmpl for m in markers):
+        if any(has(m) for m in markers):
             return name
     if _DEFAULT_SYSTEM.search(tmpl):
         return ""          # another built-in system prompt (Qwen2's): no renderer

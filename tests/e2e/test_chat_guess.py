@@ -1,0 +1,80 @@
+"""Tests of the chat-template guess for Qwen3.5 (tools/convert_tokenizer.py).
+
+Run: /usr/bin/python3 -m unittest discover -s tests/e2e -p 'test_*.py'
+Covers: Qwen3.5's published chat_template.jinja (tests/unit/chat/qwen3_5.jinja) is named
+qwen3.5 and Qwen3's is still qwen3, whether the template sits in tokenizer_config.json or in a
+chat_template.jinja beside it (the config's own template wins), and the derived qwen3_5
+tokenizer of scripts/fetch_tokenizers.sh.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(REPO, "tools"))
+
+import convert_tokenizer as ctok  # noqa: E402
+
+TOKS = os.path.join(REPO, ".models", "tokenizers")
+with open(os.path.join(REPO, "tests", "unit", "chat", "qwen3_5.jinja"), encoding="utf-8") as _f:
+    QWEN35 = _f.read()
+PLAIN = {"model": {"vocab": {"a": 0}}}
+
+
+def _qwen3_template() -> str:
+    with open(os.path.join(TOKS, "qwen3", "tokenizer_config.json"), encoding="utf-8") as f:
+        return json.load(f)["chat_template"]
+
+
+class Qwen35Guess(unittest.TestCase):
+    def test_template_text(self):
+        self.assertEqual(ctok.guess_chat_template(PLAIN, {"chat_template": QWEN35}), "qwen3.5")
+        # One of the three markers is not enough: Qwen3-style templates stay qwen3.
+        no_fn = QWEN35.replace("<function=", "<fn=")
+        self.assertEqual(ctok.guess_chat_template(PLAIN, {"chat_template": no_fn}), "qwen3")
+        closed = QWEN35.replace("{{- '<think>\\n' }}", "{{- '' }}")
+        self.assertNotEqual(closed, QWEN35)
+        self.assertEqual(ctok.guess_chat_template(PLAIN, {"chat_template": closed}), "qwen3")
+
+    @unittest.skipUnless(os.path.isfile(os.path.join(TOKS, "qwen3", "tokenizer_config.json")),
+                         "run scripts/fetch_tokenizers.sh")
+    def test_qwen3_stays_qwen3(self):
+        self.assertEqual(ctok.guess_chat_template(PLAIN, {"chat_template": _qwen3_template()}), "qwen3")
+
+    def test_chat_template_jinja_file(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "tokenizer.json"), "w") as f:
+                json.dump(PLAIN, f)
+            with open(os.path.join(d, "tokenizer_config.json"), "w") as f:
+                json.dump({"eos_token": "<|im_end|>"}, f)
+            with open(os.path.join(d, "chat_template.jinja"), "w", encoding="utf-8") as f:
+                f.write(QWEN35)
+            cfg = json.loads(ctok.read_tokenizer_files(d)["tokenizer_config.json"])
+            self.assertEqual(cfg["chat_template"], QWEN35)
+            self.assertEqual(cfg["eos_token"], "<|im_end|>")
+            self.assertEqual(ctok.guess_chat_template(PLAIN, cfg), "qwen3.5")
+            # A template in the config itself is kept (its bytes untouched).
+            raw = json.dumps({"chat_template": "{{ '<|im_start|>' }}"}).encode()
+            with open(os.path.join(d, "tokenizer_config.json"), "wb") as f:
+                f.write(raw)
+            self.assertEqual(ctok.read_tokenizer_files(d)["tokenizer_config.json"], raw)
+
+    @unittest.skipUnless(os.path.isfile(os.path.join(TOKS, "qwen3_5", "tokenizer.json")),
+                         "run scripts/fetch_tokenizers.sh")
+    def test_derived_tokenizer(self):
+        files = ctok.read_tokenizer_files(os.path.join(TOKS, "qwen3_5"))
+        tj, tc = json.loads(files["tokenizer.json"]), json.loads(files["tokenizer_config.json"])
+        self.assertEqual(tc["chat_template"], QWEN35)
+        self.assertEqual(ctok.guess_chat_template(tj, tc), "qwen3.5")
+        split = tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"]
+        self.assertIn(r"[\p{L}\p{M}]+", split)
+        self.assertIn(r" ?[^\s\p{L}\p{M}\p{N}]+", split)
+
+
+if __name__ == "__main__":
+    unittest.main()
