@@ -54,6 +54,41 @@ const handmade = [
   "they 're", "we 've", "it 's", "a ' b", "x ' y ' z", " . , ! ?",
 ];
 
-const texts = [...handmade, ...brown];
+// Combining marks (\p{M}) after letters, digits, punctuation and spaces: Qwen3.5's pre-tokenizer
+// keeps them with the letters, Qwen3's splits them off. Scripts whose vowel signs, viramas and
+// harakat are marks that NFC does not compose away, decomposed Vietnamese and Hangul that NFC
+// composes, and emoji with skin tones, variation selectors, ZWJ and keycaps.
+const marks = [
+  // Devanagari (vowel signs, virama, nukta, anusvara, danda, digits)
+  "नमस्ते दुनिया", "हिन्दी में लिखा गया वाक्य।", "क्षत्रिय ज्ञान श्री", "संस्कृतम् ॐ १२३",
+  "प्रेम, शांति और सद्भाव!", "ज़िंदगी", "क\u093c\u093f ख\u093c", "अंग्रेज़ी English मिश्रित",
+  "रामायण\nमहाभारत", "  द्वितीय  ", "'क्या' \"है\"",
+  // Thai (above/below vowels and tone marks)
+  "สวัสดีครับ", "ภาษาไทยเป็นภาษาที่สวยงาม", "กรุงเทพมหานคร ๒๕๖๗", "น้ำ ไม้ ที่นี่", "ผู้ใหญ่บ้าน",
+  "ประเทศไทย, 2567!",
+  // Vietnamese, precomposed and decomposed (NFC composes both orders of stacked marks)
+  "Tiếng Việt có dấu", "Xin chào các bạn, tôi là người Việt Nam.", "Phở bò, bánh mì, cà phê sữa đá",
+  "Nguyễn Thị Hương", "Tiếng Việt có dấu".normalize("NFD"),
+  "Xin chào các bạn, tôi là người Việt Nam.".normalize("NFD"), "Nguyễn Thị Hương".normalize("NFD"),
+  "Vie\u0302\u0323t Nam", "Vie\u0323\u0302t Nam", "PHỞ".normalize("NFD"),
+  // Hangul: conjoining jamo (composed by NFC), old jamo that do not compose, compatibility jamo
+  "\u1112\u1161\u11ab\u1100\u1173\u11af", "한국어 텍스트".normalize("NFD"), "\u1100\u1161 \u1102\u1161\u1103\u1161",
+  "\u1112\u119e\u11ab \u1100\u1100\u1161", "ㅎㅏㄴ ㄱㅡㄹ", "대한민국".normalize("NFD") + "!",
+  // Latin with combining marks, some without a precomposed form
+  "n\u0303o\u0308 q\u0303 x\u0302", "Z\u0361alg\u0337o t\u0336e\u0335x\u0334t", "a\u0301\u0301\u0301b",
+  "e\u0301te\u0301 cafe\u0301s", "\u0301leading mark", "word \u0308 spaced mark", "A\u030angstro\u0308m",
+  "i\u0307 I\u0307 \u0131\u0307", "m\u0325\u0304 r\u0325\u0304", "!\u0301?", "a  \u0301b", "'\u0301s it'\u0301s",
+  "5\u0301 0\u0338 \u00bd\u0301", "x\n\u0301y", "\u20dd\u20de enclosing", "(\u0332u\u0332n\u0332d\u0332e\u0332r\u0332)",
+  // Arabic with harakat (and shadda, tanwin, superscript alef, tatweel), Hebrew with niqqud
+  "بِسْمِ اللَّهِ الرَّحْمَٰنِ الرَّحِيمِ", "مَرْحَبًا بِكُمْ", "اَلْعَرَبِيَّةُ لُغَةٌ جَمِيلَةٌ", "كَتَبَ ١٢٣ كِتَابًا",
+  "عـــربي", "قُلْ: «نَعَمْ»", "שָׁלוֹם עוֹלָם",
+  // Other abugidas
+  "தமிழ் மொழி", "বাংলা ভাষা", "မြန်မာ", "ಕನ್ನಡ", "සිංහල",
+  // Emoji: skin tones, ZWJ sequences, variation selectors (marks), keycaps (an enclosing mark)
+  "👋🏻 👋🏼 👋🏽 👋🏾 👋🏿", "👩🏽‍💻 🧑🏿‍🚀", "❤️‍🔥 ☺️ ✌🏼", "👨‍❤️‍👨 family", "🏃‍♀️‍➡️", "text👍🏻text",
+  "☝️ ⚠️ ✔️", "1\ufe0f\u20e3 #\ufe0f\u20e3 *\u20e3", "a\ufe0f b\ufe0e", "Hello नमस्ते สวัสดี مرحبا 👋🏽",
+];
+
+const texts = [...handmade, ...marks, ...brown];
 fs.writeFileSync("texts.json", JSON.stringify(texts, null, 0).replace(/","/g, "\",\n\"") + "\n");
-console.log(`texts.json: ${texts.length} texts (${handmade.length} hand-made, ${brown.length} Brown)`);
+console.log(`texts.json: ${texts.length} texts (${handmade.length + marks.length} hand-made, ${brown.length} Brown)`);
