@@ -124,6 +124,22 @@ def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None 
     return logits
 
 
+def gated_delta_recurrent(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray,
+                          beta: np.ndarray) -> np.ndarray:
+    """q, k [T, H, dk] (normalized, q scaled), v [T, H, dv], g, beta [T, H] -> o [T, H, dv], from a
+    zero state, one token at a time (torch_recurrent_gated_delta_rule)."""
+    T, H, dk = k.shape
+    S = np.zeros((H, dk, v.shape[-1]), dtype=v.dtype)
+    o = np.zeros_like(v)
+    for t in range(T):
+        S = S * np.exp(g[t])[:, None, None]
+        mem = np.einsum("hkv,hk->hv", S, k[t])
+        delta = (v[t] - mem) * beta[t][:, None]
+        S = S + k[t][:, :, None] * delta[:, None, :]
+        o[t] = np.einsum("hkv,hk->hv", S, q[t])
+    return o
+
+
 def _delta_layer(cfg: dict[str, Any], W: Any, a: str, x: np.ndarray, eps: float, dt: type, silu: Any) -> np.ndarray:
     T = x.shape[0]
     nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
@@ -147,13 +163,6 @@ def _delta_layer(cfg: dict[str, Any], W: Any, a: str, x: np.ndarray, eps: float,
     A = np.exp(W(a + "A_log").astype(np.float32)).astype(dt)
     sp = alpha + W(a + "dt_bias")
     g = -A * np.where(sp > 20, sp, np.log1p(np.exp(np.minimum(sp, 20))))      # softplus (threshold 20)
-    S = np.zeros((nv, dk, dv), dtype=dt)
-    o = np.zeros((T, nv, dv), dtype=dt)
-    for t in range(T):
-        S = S * np.exp(g[t])[:, None, None]
-        mem = np.einsum("hkv,hk->hv", S, k[t])
-        delta = (v[t] - mem) * beta[t][:, None]
-        S = S + k[t][:, :, None] * delta[:, None, :]
-        o[t] = np.einsum("hkv,hk->hv", S, q[t])
+    o = gated_delta_recurrent(q, k, v, g, beta)
     o = o / np.sqrt(np.mean(o * o, axis=-1, keepdims=True) + eps) * W(a + "norm.weight") * silu(z)
     return o.reshape(T, nv * dv) @ W(a + "out_proj.weight").T
