@@ -17,7 +17,7 @@ using namespace krafla;
 namespace {
 
 struct Args {
-  std::string model, prompt, prompt_file, tokens, logits_out, chat, system;
+  std::string model, prompt, prompt_file, tokens, logits_out, chat, system, think = "show";
   int n_predict = -1, threads = 0, ctx = 0, batch = 128;
   SamplerParams sp;
   bool verbose = false;
@@ -92,7 +92,8 @@ int chat(const Model& model, const Args& a) {
     if (!std::getline(std::cin, line)) break;
     if (line.empty()) continue;
     msgs.push_back({"user", line});
-    const std::vector<int32_t> ids = model.tokenizer().encode(tmpl.render(msgs, true), false);
+    const std::string prompt = tmpl.render(msgs, true);
+    const std::vector<int32_t> ids = model.tokenizer().encode(prompt, false);
     if (int(ids.size()) >= s.n_ctx()) {
       fmt::print(stderr, "ml_run: the conversation ({} tokens) no longer fits in --ctx {}; "
                  "restart with a larger --ctx (the model allows up to {})\n",
@@ -104,15 +105,28 @@ int chat(const Model& model, const Args& a) {
     const double t0 = cli::now_seconds();
     s.eval(std::span<const int32_t>(ids).subspan(reused));
     const double t_prompt = cli::now_seconds() - t0;
+    // Qwen3.5's generation prompt opens the think block, so the reply starts with reasoning.
+    const bool opened = ThinkFilter::prompt_opens_think(prompt);
+    const bool hide = a.think == "hide";
+    ThinkFilter filter(opened);
+    auto show = [](const std::string& text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    };
+    if (opened && !hide) show("<think>\n");
     std::string reply;
     auto g = generate(s, sampler, go, [&](int32_t, const std::string& text) {
       reply += text;
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
+      show(hide ? filter.push(text) : text);
       return true;
     });
+    if (hide) show(filter.flush());
     std::fputc('\n', stdout);
-    msgs.push_back({"assistant", reply});
+    if (hide && filter.in_think())
+      fmt::print(stderr, "ml_run: the reply ended inside its (hidden) think block\n");
+    // The whole turn, reasoning included, as the model wrote it: the template decides what of
+    // it later prompts keep (Qwen3/3.5 drop the reasoning of turns before the last question).
+    msgs.push_back({"assistant", (opened ? "<think>\n" : "") + reply});
     if (g.finish_reason == "context")
       fmt::print(stderr, "ml_run: the context is full ({} tokens); restart with a larger --ctx "
                  "(the model allows up to {})\n", s.n_ctx(), model.config().max_ctx);
@@ -140,8 +154,9 @@ int main(int argc, char** argv) {
     app.add_option("-t,--threads", a.threads, "threads (default: all cores)");
     app.add_option("--ctx", a.ctx, "context size in tokens (default: the model's, capped at 4096)");
     app.add_option("--batch", a.batch, "prompt tokens per forward step (1..128)")->capture_default_str()->check(CLI::Range(1, 128));
-    app.add_option("--chat", a.chat, "interactive chat with a template: auto (the one the model names), llama3, llama2, zephyr, chatml, qwen, qwen3, qwen3-nothink, smollm, smollm3, smollm3-nothink, gemma");
+    app.add_option("--chat", a.chat, "interactive chat with a template: auto (the one the model names), llama3, llama2, zephyr, chatml, qwen, qwen3, qwen3-nothink, qwen3.5, qwen3.5-nothink, smollm, smollm3, smollm3-nothink, gemma");
     app.add_option("--system", a.system, "system prompt for --chat");
+    app.add_option("--think", a.think, "--chat: show or hide the reply's <think>…</think> reasoning (the history keeps it either way)")->capture_default_str()->check(CLI::IsMember({"show", "hide"}));
     app.add_option("--tokens", a.tokens, "run exactly these token ids (comma-separated) as the prompt");
     app.add_option("--logits", a.logits_out, "with --tokens: write every position's logits to this .npy and exit");
     app.add_flag("-v,--verbose", a.verbose, "print speed after every chat turn");
