@@ -72,7 +72,7 @@ Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_ba
   const int64_t max_cols = std::max<int64_t>(
       {c_.dim, q_dim, c_.ffn_dim, int64_t{c_.lin_v_heads} * c_.lin_v_dim});
   for (int t = 0; t < 4; ++t) act_[t].resize(B * K::act_row_size(WType(t), max_cols));
-  scores_.resize(size_t(pool.size()) * n_ctx * sizeof(float));
+  scores_.resize(size_t(pool.size()) * (c_.n_heads / c_.n_kv_heads) * n_ctx * sizeof(float));
 }
 
 float* Forward::k_cache(int layer, int kvh) const {
@@ -154,18 +154,22 @@ void Forward::attention(int layer, int n, int pos0) {
       }
     }
   });
-  // One (token, head) pair per unit of work.
+  // Units of work: (token, KV head) with the whole query group, so each cached K/V row is read
+  // once per group; when that leaves threads idle (decode with few KV heads), (token, head).
+  // Either way each head's result is bit-identical (attend_group).
+  const int per_unit = int64_t{n} * c_.n_kv_heads >= nt ? group : 1;
+  const int64_t heads_per_tok = c_.n_heads / per_unit;
   pool_.run([&](int ti) {
-    float* scores = scores_.data<float>() + size_t(ti) * n_ctx_;
-    auto [u0, u1] = split_range(int64_t{n} * c_.n_heads, ti, nt);
+    float* scores = scores_.data<float>() + size_t(ti) * group * n_ctx_;
+    auto [u0, u1] = split_range(int64_t{n} * heads_per_tok, ti, nt);
     for (int64_t u = u0; u < u1; ++u) {
-      const int64_t t = u / c_.n_heads, h = u % c_.n_heads, kvh = h / group;
+      const int64_t t = u / heads_per_tok, h = (u % heads_per_tok) * per_unit, kvh = h / group;
       const int64_t pos = pos0 + t;
       // Sliding window (Mistral, some Qwen2 layers): the query sees keys at distance < window.
       const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
-      attend_head(q_.data<float>() + t * q_dim + h * hd, k_cache(layer, kvh) + first * hd,
-                  v_cache(layer, kvh) + first * hd, pos + 1 - first, hd, hd, scale, c_.attn_softcap, scores,
-                  att_.data<float>() + t * q_dim + h * hd);
+      attend_group(q_.data<float>() + t * q_dim + h * hd, per_unit, k_cache(layer, kvh) + first * hd,
+                   v_cache(layer, kvh) + first * hd, pos + 1 - first, hd, hd, scale,
+                   c_.attn_softcap, scores, att_.data<float>() + t * q_dim + h * hd);
     }
   });
 }
