@@ -95,7 +95,8 @@ def ml_run_logits(a, model: str, quant: str, extra: list[str], out: str) -> np.n
 
 def case_setup(a) -> None:
     os.makedirs(a.work, exist_ok=True)
-    must(["bash", os.path.join(SRC, "scripts", "fetch_tokenizers.sh"), "llama2", "llama3", "qwen3", "gemma3"])
+    must(["bash", os.path.join(SRC, "scripts", "fetch_tokenizers.sh"), "llama2", "llama3", "qwen3", "gemma3",
+          "qwen3_5"])
     only = os.environ.get("KRAFLA_E2E_MODELS")
     for model, args in MODELS.items():
         if only and model not in only.split(","):
@@ -258,6 +259,13 @@ def case_cli(a, model: str) -> None:
     r = must([exe("ml_run"), "-m", path, "--chat", tmpl, "-n", "8", "--temp", "0", "-v"],
              input="Hi there\nAnd again\n")
     assert r.stderr.count("generated:") == 2, r.stderr
+    if model == "qwen35":   # the Qwen3.5 template opens a think block; --think hide drops it
+        show = must([exe("ml_run"), "-m", path, "--chat", "auto", "-n", "8", "--temp", "0"],
+                    input="Hi there\n")
+        hide = must([exe("ml_run"), "-m", path, "--chat", "auto", "-n", "8", "--temp", "0",
+                     "--think", "hide"], input="Hi there\n")
+        assert "qwen3.5 template" in show.stderr and show.stdout.startswith("<think>"), show
+        assert "<think>" not in hide.stdout, hide.stdout
     # ml_bench: table and JSON.
     r = must([exe("ml_bench"), "-m", path, "-p", "16", "-n", "4", "-t", "1,2", "-r", "1", "--json"])
     rows = json.loads(r.stdout)
