@@ -8,6 +8,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__) || defined(__arm__)
+#include <sys/auxv.h>
+#endif
 
 namespace krafla::kernels {
 
@@ -124,6 +127,30 @@ const char* cpu_missing_for(const char* isa) {
   if (!(c.ebx7 & (1u << 17))) return "avx512dq";
   if (!(c.ecx7 & (1u << 11))) return "avx512vnni";
   if ((c.xcr0 & 0xe0) != 0xe0) return "os-zmm";  // opmask, ZMM_Hi256, Hi16_ZMM state
+  return nullptr;
+}
+#elif defined(__aarch64__) || defined(__arm__)
+// Arm: the feature bits Linux reports in the auxiliary vector. The names are /proc/cpuinfo's
+// (what scripts/detect_isa.sh reads). Each level checks every extension its kernel TU is
+// compiled for (cmake/isa_flags.cmake).
+const char* cpu_missing_for(const char* isa) {
+  const auto is = [isa](const char* n) { return std::strcmp(isa, n) == 0; };
+  const unsigned long hw = getauxval(AT_HWCAP);
+#if defined(__aarch64__)
+  constexpr unsigned long kAsimd = 1ul << 1, kAsimdDp = 1ul << 20, kSve = 1ul << 22;
+  constexpr unsigned long kI8mm2 = 1ul << 13;  // in AT_HWCAP2
+  const bool want_i8mm = is("i8mm"), want_dp = want_i8mm || is("dotprod"), want_sve = is("sve");
+  if (!(want_dp || want_sve || is("neon"))) return nullptr;
+  if (!(hw & kAsimd)) return "asimd";
+  if (want_dp && !(hw & kAsimdDp)) return "asimddp";
+  if (want_i8mm && !(getauxval(AT_HWCAP2) & kI8mm2)) return "i8mm";
+  if (want_sve && !(hw & kSve)) return "sve";
+#else
+  constexpr unsigned long kNeon = 1ul << 12, kVfpv4 = 1ul << 16;
+  if (!is("neon32")) return nullptr;
+  if (!(hw & kNeon)) return "neon";
+  if (!(hw & kVfpv4)) return "vfpv4";
+#endif
   return nullptr;
 }
 #else

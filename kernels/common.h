@@ -15,6 +15,8 @@ uint16_t f32_to_f16_bits(float f);
 
 // nullptr when the running CPU and OS support `isa` ("scalar", "avx2", "avx512vnni"), else the
 // short name of the first missing feature. Uses cpuid/xgetbv only.
+// On Arm ("neon32", "neon", "dotprod", "i8mm", "sve") it reads Linux's AT_HWCAP/AT_HWCAP2 bits
+// and names features as /proc/cpuinfo does ("asimddp", "i8mm", "sve", "vfpv4").
 const char* cpu_missing_for(const char* isa);
 
 }  // namespace krafla::kernels

@@ -1,0 +1,506 @@
+// The NEON kernel table shared by neon32.cpp (ARMv7-A), neon.cpp (Armv8.0), dotprod.cpp and
+// i8mm.cpp, on the row-tiled layout of tiled.h with 4-row tiles (one q register):
+//  * F32/F16: a tile column is one vector; fma with the broadcast activation element.
+//  * Q8_0/Q4_0 records of kTile f16 scales, then the quants in one of two arrangements:
+//    - dword lanes (tiled.h's, kPairs = false): 16 bytes = 4 rows x 4 consecutive quants, so
+//      a broadcast 4-byte activation group serves the 4 rows (sdot by lane, or vmull_s8 into
+//      int16 and vpadalq into int32 pairs);
+//    - row pairs (kPairs = true, for i8mm's smmla): 16 bytes = 8 consecutive quants of row 2p,
+//      then the same 8 of row 2p+1.
+//    Q4_0 nibbles are stored in signed form, n xor 8 = (n - 8) as 4-bit two's complement, so a
+//    shift (and a mask or arithmetic shift) gives the signed value: no activation block sums.
+//  * Every ISA's block dot ("Dot" below) produces each (row, token)'s exact int32 block sum in
+//    the row's lane; q_kernel then does acc = fma(float(isum), d_w*d_a, acc) per block, whatever
+//    the register tile or token grouping: bitwise batch/range independence.
+// Include from exactly one TU (only one kernels/<isa>.cpp is compiled in a build): it defines
+// the table entries common to the four; the TU defines isa_name, missing_cpu_feature, pack and
+// matmul on top of arm::pack_tiles and tiled::matmul<arm::Tiled<Dot>>.
+#pragma once
+#include <arm_neon.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/common.h"
+#include "kernels/kernels.h"
+#include "kernels/tiled.h"
+
+namespace krafla::kernels {
+namespace arm {
+namespace {
+
+constexpr int kTile = 4;
+using L = tiled::Layout<kTile>;
+using tiled::ActBlock;
+using tiled::imin;
+
+// ---- what ARMv7 NEON lacks (horizontal ops, round to nearest, division) ----
+#if defined(__aarch64__)
+inline float hsum(float32x4_t v) { return vaddvq_f32(v); }
+inline float hmax(float32x4_t v) { return vmaxvq_f32(v); }
+// [a0+a1, a2+a3, b0+b1, b2+b3]
+inline int32x4_t pair_sums(int32x4_t a, int32x4_t b) { return vpaddq_s32(a, b); }
+inline float32x4_t round_even(float32x4_t v) { return vrndnq_f32(v); }
+inline float32x4_t div4(float32x4_t a, float32x4_t b) { return vdivq_f32(a, b); }
+#else
+inline float hsum(float32x4_t v) {
+  const float32x2_t s = vadd_f32(vget_low_f32(v), vget_high_f32(v));
+  return vget_lane_f32(vpadd_f32(s, s), 0);
+}
+inline float hmax(float32x4_t v) {
+  const float32x2_t s = vmax_f32(vget_low_f32(v), vget_high_f32(v));
+  return vget_lane_f32(vpmax_f32(s, s), 0);
+}
+inline int32x4_t pair_sums(int32x4_t a, int32x4_t b) {
+  return vcombine_s32(vpadd_s32(vget_low_s32(a), vget_high_s32(a)),
+                      vpadd_s32(vget_low_s32(b), vget_high_s32(b)));
+}
+// Adding and removing 1.5*2^23 rounds to an integer, half to even (NEON's fixed rounding
+// mode); exact for |v| < 2^22, which every caller guarantees.
+inline float32x4_t round_even(float32x4_t v) {
+  const float32x4_t m = vdupq_n_f32(12582912.0f);
+  return vsubq_f32(vaddq_f32(v, m), m);
+}
+// Reciprocal estimate (8 bits) and three Newton steps: ~1 ulp, then one rounding for a*(1/b).
+inline float32x4_t div4(float32x4_t a, float32x4_t b) {
+  float32x4_t r = vrecpeq_f32(b);
+  r = vmulq_f32(r, vrecpsq_f32(b, r));
+  r = vmulq_f32(r, vrecpsq_f32(b, r));
+  r = vmulq_f32(r, vrecpsq_f32(b, r));
+  return vmulq_f32(a, r);
+}
+#endif
+
+inline float32x4_t load_n(const float* p, int64_t n, float fill = 0.0f) {
+  if (n >= 4) return vld1q_f32(p);
+  float t[4] = {fill, fill, fill, fill};
+  std::memcpy(t, p, size_t(n) * 4);
+  return vld1q_f32(t);
+}
+inline void store_n(float* p, float32x4_t v, int64_t n) {
+  if (n >= 4) {
+    vst1q_f32(p, v);
+  } else {
+    float t[4];
+    vst1q_f32(t, v);
+    std::memcpy(p, t, size_t(n) * 4);
+  }
+}
+inline float32x4_t half4(const void* p) {  // 4 f16 -> 4 f32, exact
+  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(static_cast<const uint16_t*>(p))));
+}
+inline int8x8_t dup4(const int8_t* p) {  // a 4-byte activation group, twice
+  int32_t q;
+  std::memcpy(&q, p, 4);
+  return vreinterpret_s8_s32(vdup_n_s32(q));
+}
+
+// ---- packing ----
+
+// Offset of quant byte j (of nq per block) of tile row `lane` in the record's quant area.
+template <bool kPairs>
+constexpr size_t quant_pos(int lane, int j, int nq) {
+  if constexpr (kPairs) {
+    return size_t(((lane / 2) * (nq / 8) + j / 8) * 16 + (lane % 2) * 8 + j % 8);
+  } else {
+    return size_t((j / 4) * 16 + lane * 4 + j % 4);
+  }
+}
+
+template <bool kPairs>
+void pack_tiles(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+                void* dst) {
+  if (t == WType::F32 || t == WType::F16) return L::pack(t, src, rows, cols, r0, r1, 0, dst);
+  const bool q4 = t == WType::Q4_0;
+  const int nq = q4 ? 16 : 32;
+  constexpr int kChunk = kPairs ? 8 : 4;  // consecutive quants kept together
+  const uint8_t flip = q4 ? 0x88 : 0x00;
+  const size_t src_blk = q4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const size_t rec = q4 ? L::kQ4Rec : L::kQ8Rec;
+  const size_t rb = row_bytes(t, cols), tb = L::tile_bytes(t, cols);
+  for (int64_t i = r0 / kTile; i < L::n_tiles(r1); ++i) {
+    uint8_t* tile = static_cast<uint8_t*>(dst) + i * tb;
+    std::memset(tile, 0, tb);
+    for (int lane = 0; lane < kTile && i * kTile + lane < rows; ++lane) {
+      const uint8_t* row = static_cast<const uint8_t*>(src) + (i * kTile + lane) * rb;
+      for (int64_t b = 0; b < cols / kQBlock; ++b) {
+        const uint8_t* blk = row + b * src_blk;
+        uint8_t* out = tile + b * rec;
+        std::memcpy(out + 2 * lane, blk, 2);
+        for (int j = 0; j < nq; j += kChunk) {
+          uint8_t* q = out + L::kQuants + quant_pos<kPairs>(lane, j, nq);
+          for (int k = 0; k < kChunk; ++k) q[k] = blk[2 + j + k] ^ flip;
+        }
+      }
+    }
+  }
+}
+
+// ---- matmul: F32/F16 tiles, and the float half of the quantized tiles ----
+
+inline void store_rows(float* dst, float32x4_t v, int valid) { store_n(dst, v, valid); }
+
+template <bool kF16, int R, int T>
+void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x, float* out,
+              int64_t ld_out, const int* valid) {
+  float32x4_t acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = vdupq_n_f32(0.0f);
+  for (int64_t c = 0; c < cols; ++c) {
+    float32x4_t wv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = w + r * tbytes + c * kTile * (kF16 ? 2 : 4);
+      if constexpr (T == 1) __builtin_prefetch(p + 512);
+      wv[r] = kF16 ? half4(p) : vld1q_f32(reinterpret_cast<const float*>(p));
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const float32x4_t xv = vdupq_n_f32(x[t][c]);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][t] = vfmaq_f32(acc[r][t], wv[r], xv);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
+}
+
+// R row tiles x T tokens. Dot::block fills isum[r][t] with the exact int32 block sums of the
+// tile's 4 rows (lane = row) for token t.
+template <class Dot, bool kQ4, int R, int T>
+void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
+              int64_t ld_out, const int* valid) {
+  constexpr size_t kRec = kQ4 ? L::kQ4Rec : L::kQ8Rec;
+  float32x4_t acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = vdupq_n_f32(0.0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      wb[r] = w + r * tbytes + b * kRec;
+      if constexpr (T == 1) __builtin_prefetch(wb[r] + 8 * kRec);
+    }
+    int32x4_t isum[R][T];
+    Dot::template block<kQ4, R, T>(wb, a, b, isum);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const float32x4_t dw = half4(wb[r]);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t)
+        acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(isum[r][t]), vmulq_n_f32(dw, a[t][b].d));
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
+}
+
+// The ISA's entry in tiled.h's driver. Dot::kDecodeTiles: row tiles per single-token pass.
+template <class Dot>
+struct Tiled {
+  static constexpr int kTile = arm::kTile;
+  static constexpr int64_t r_step(int64_t tok_step) {
+    return tok_step == 1 ? Dot::kDecodeTiles : tok_step == 2 ? 2 : 1;
+  }
+  // Register tiles the driver may ask for: their accumulators must fit the register file.
+  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
+  template <bool kQ4, int R, int T>
+  static void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a,
+                       float* out, int64_t ld_out, const int* valid) {
+    arm::q_kernel<Dot, kQ4, R, T>(w, tbytes, nb, a, out, ld_out, valid);
+  }
+  template <bool kF16, int R, int T>
+  static void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x,
+                       float* out, int64_t ld_out, const int* valid) {
+    arm::f_kernel<kF16, R, T>(w, tbytes, cols, x, out, ld_out, valid);
+  }
+};
+
+// Plain NEON block dot on the dword-lane arrangement (neon32, neon): vmull_s8 products of a
+// row's 4 quants with the group's activations, widened pairwise into int32 (vpadalq_s16).
+//  * Q8_0: a product is at most 128*127 = 16256, so two groups share one int16 (vmlal_s8)
+//    before each vpadalq.
+//  * Q4_0: signed nibbles (-8..7) times <= 127 is <= 1016: a block's 8 products fit one int16.
+// Each vmull covers two rows (8 int16 = rows r, r+1 x 4 quants); pair_sums ends the block.
+struct MullDot {
+  static constexpr int kDecodeTiles = 2;
+  template <bool kQ4, int R, int T>
+  static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                    int32x4_t (&isum)[R][T]) {
+    int32x4_t lo[R][T], hi[R][T];  // rows 0-1 and rows 2-3, two partial sums per row
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) lo[r][t] = hi[r][t] = vdupq_n_s32(0);
+    if constexpr (kQ4) {
+      int16x8_t pl[R][T], ph[R][T];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) pl[r][t] = ph[r][t] = vdupq_n_s16(0);
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k) {
+        int8x16_t wl[R], wh[R];
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const int8x16_t v = vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants + 16 * k));
+          wl[r] = vshrq_n_s8(vshlq_n_s8(v, 4), 4);  // elements 4k..4k+3
+          wh[r] = vshrq_n_s8(v, 4);                 // elements 16+4k..
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          const int8x8_t al = dup4(a[t][b].qs + 4 * k), ah = dup4(a[t][b].qs + 16 + 4 * k);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) {
+            pl[r][t] = vmlal_s8(pl[r][t], vget_low_s8(wl[r]), al);
+            ph[r][t] = vmlal_s8(ph[r][t], vget_high_s8(wl[r]), al);
+            pl[r][t] = vmlal_s8(pl[r][t], vget_low_s8(wh[r]), ah);
+            ph[r][t] = vmlal_s8(ph[r][t], vget_high_s8(wh[r]), ah);
+          }
+        }
+      }
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          lo[r][t] = vpaddlq_s16(pl[r][t]);
+          hi[r][t] = vpaddlq_s16(ph[r][t]);
+        }
+    } else {
+#pragma GCC unroll 4
+      for (int g = 0; g < 8; g += 2) {
+        int8x16_t w0[R], w1[R];
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          w0[r] = vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants + 16 * g));
+          w1[r] = vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants + 16 * g + 16));
+        }
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          const int8x8_t a0 = dup4(a[t][b].qs + 4 * g), a1 = dup4(a[t][b].qs + 4 * g + 4);
+#pragma GCC unroll 16
+          for (int r = 0; r < R; ++r) {
+            const int16x8_t pl = vmlal_s8(vmull_s8(vget_low_s8(w0[r]), a0), vget_low_s8(w1[r]), a1);
+            const int16x8_t ph =
+                vmlal_s8(vmull_s8(vget_high_s8(w0[r]), a0), vget_high_s8(w1[r]), a1);
+            lo[r][t] = vpadalq_s16(lo[r][t], pl);
+            hi[r][t] = vpadalq_s16(hi[r][t], ph);
+          }
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) isum[r][t] = pair_sums(lo[r][t], hi[r][t]);
+  }
+};
+
+// ---- vector math ----
+
+// Cephes' expf polynomial on r = x - n*ln2, 2^n built in the exponent field; inputs below
+// -87 (where 2^n would leave the normal range) give 0. ~2 ulp.
+inline float32x4_t exp4(float32x4_t x) {
+  const uint32x4_t tiny = vcltq_f32(x, vdupq_n_f32(-87.0f));
+  x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-87.0f)), vdupq_n_f32(88.0f));
+  const float32x4_t n = round_even(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
+  float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
+  r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
+  float32x4_t p = vdupq_n_f32(1.9875691500E-4f);
+  p = vfmaq_f32(vdupq_n_f32(1.3981999507E-3f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(8.3334519073E-3f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(4.1665795894E-2f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(1.6666665459E-1f), p, r);
+  p = vfmaq_f32(vdupq_n_f32(5.0000001201E-1f), p, r);
+  const float32x4_t y = vaddq_f32(vfmaq_f32(r, p, vmulq_f32(r, r)), vdupq_n_f32(1.0f));
+  const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+  const float32x4_t v = vmulq_f32(y, vreinterpretq_f32_s32(e));
+  return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(v), tiny));
+}
+
+inline float32x4_t silu4(float32x4_t g) {
+  return div4(g, vaddq_f32(vdupq_n_f32(1.0f), exp4(vnegq_f32(g))));
+}
+
+// 0.5*g*(1 + tanh(y)) == g / (1 + exp(-2y)): the sigmoid form has no cancellation for g < 0.
+inline float32x4_t gelu4(float32x4_t g) {
+  const float32x4_t g3 = vmulq_f32(vmulq_f32(g, g), g);
+  const float32x4_t y2 = vmulq_f32(vdupq_n_f32(-2.0f * 0.7978845608028654f),
+                                   vfmaq_f32(g, vdupq_n_f32(0.044715f), g3));
+  return div4(g, vaddq_f32(vdupq_n_f32(1.0f), exp4(y2)));
+}
+
+// One Q8 activation block: d = amax/127 kept as f32, q = round-half-even(x/d), no block sum
+// (Q4_0 weights are signed on Arm).
+inline void quantize_block(const float* x, ActBlock* out) {
+  float32x4_t v[8];
+  float32x4_t amax = vdupq_n_f32(0.0f);
+  for (int j = 0; j < 8; ++j) {
+    v[j] = vld1q_f32(x + 4 * j);
+    amax = vmaxq_f32(amax, vabsq_f32(v[j]));
+  }
+  const float d = hmax(amax) / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  int16x8_t s[4];
+  for (int j = 0; j < 4; ++j) {
+    const int32x4_t q0 = vcvtq_s32_f32(round_even(vmulq_n_f32(v[2 * j], id)));
+    const int32x4_t q1 = vcvtq_s32_f32(round_even(vmulq_n_f32(v[2 * j + 1], id)));
+    s[j] = vcombine_s16(vqmovn_s32(q0), vqmovn_s32(q1));
+  }
+  vst1q_s8(out->qs, vcombine_s8(vqmovn_s16(s[0]), vqmovn_s16(s[1])));
+  vst1q_s8(out->qs + 16, vcombine_s8(vqmovn_s16(s[2]), vqmovn_s16(s[3])));
+  out->d = d;
+  out->corr = 0;
+}
+
+}  // namespace
+}  // namespace arm
+
+// ---- the table entries common to the NEON ISAs ----
+
+int row_tile() { return arm::kTile; }
+
+size_t packed_size(WType t, int64_t rows, int64_t cols) {
+  return size_t(arm::L::n_tiles(rows)) * arm::L::tile_bytes(t, cols);
+}
+
+size_t act_row_size(WType t, int64_t cols) { return tiled::act_row_size(t, cols); }
+
+void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
+  if (t == WType::F32 || t == WType::F16) {
+    std::memcpy(dst, x, size_t(cols) * 4);
+    return;
+  }
+  for (int64_t b = 0; b < cols / kQBlock; ++b)
+    arm::quantize_block(x + b * kQBlock, static_cast<tiled::ActBlock*>(dst) + b);
+}
+
+void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
+  if (t == WType::F16) return f16_to_f32(static_cast<const uint16_t*>(src), dst, cols);
+  scalar::dequantize_row(t, src, dst, cols);
+}
+
+void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) {
+  scalar::quantize_row_q8_0(x, dst, cols);
+}
+
+void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, arm::half4(x + i));
+  if (i < n) {
+    uint16_t tmp[4] = {};
+    std::memcpy(tmp, x + i, size_t(n - i) * 2);
+    arm::store_n(y + i, arm::half4(tmp), n - i);
+  }
+}
+
+void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 4) {
+    const uint16x4_t h = vreinterpret_u16_f16(vcvt_f16_f32(arm::load_n(x + i, n - i)));
+    if (n - i >= 4) {
+      vst1_u16(y + i, h);
+    } else {
+      uint16_t tmp[4];
+      vst1_u16(tmp, h);
+      std::memcpy(y + i, tmp, size_t(n - i) * 2);
+    }
+  }
+}
+
+void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
+  float32x4_t ss = vdupq_n_f32(0.0f);
+  for (int64_t i = 0; i < n; i += 4) {
+    const float32x4_t v = arm::load_n(x + i, n - i);
+    ss = vfmaq_f32(ss, v, v);
+  }
+  const float scale = 1.0f / std::sqrt(arm::hsum(ss) / float(n) + eps);
+  const float32x4_t off = vdupq_n_f32(w_offset);
+  for (int64_t i = 0; i < n; i += 4) {
+    const float32x4_t v = vmulq_n_f32(arm::load_n(x + i, n - i), scale);
+    arm::store_n(out + i, vmulq_f32(v, vaddq_f32(arm::load_n(w + i, n - i), off)), n - i);
+  }
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  float32x4_t s0 = vdupq_n_f32(0.0f), s1 = vdupq_n_f32(0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    s0 = vfmaq_f32(s0, vld1q_f32(a + i), vld1q_f32(b + i));
+    s1 = vfmaq_f32(s1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+  }
+  for (; i < n; i += 4) s0 = vfmaq_f32(s0, arm::load_n(a + i, n - i), arm::load_n(b + i, n - i));
+  return arm::hsum(vaddq_f32(s0, s1));
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  const float32x4_t va = vdupq_n_f32(a);
+  for (int64_t i = 0; i < n; i += 4)
+    arm::store_n(y + i, vfmaq_f32(arm::load_n(y + i, n - i), va, arm::load_n(x + i, n - i)), n - i);
+}
+
+void scale_f32(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; i += 4)
+    arm::store_n(x + i, vmulq_n_f32(arm::load_n(x + i, n - i), s), n - i);
+}
+
+void add_f32(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 4)
+    arm::store_n(out + i, vaddq_f32(arm::load_n(a + i, n - i), arm::load_n(b + i, n - i)), n - i);
+}
+
+float softmax(float* x, int64_t n) {
+  if (n <= 0) return 0.0f;
+  float32x4_t mx = vdupq_n_f32(-INFINITY);
+  for (int64_t i = 0; i < n; i += 4) mx = vmaxq_f32(mx, arm::load_n(x + i, n - i, -INFINITY));
+  const float32x4_t vmax = vdupq_n_f32(arm::hmax(mx));
+  float32x4_t sum = vdupq_n_f32(0.0f);
+  for (int64_t i = 0; i < n; i += 4) {
+    // Padding lanes hold -inf: exp gives exactly 0 there.
+    const float32x4_t e = arm::exp4(vsubq_f32(arm::load_n(x + i, n - i, -INFINITY), vmax));
+    arm::store_n(x + i, e, n - i);
+    sum = vaddq_f32(sum, e);
+  }
+  const float total = arm::hsum(sum);
+  scale_f32(x, 1.0f / total, n);
+  return total;
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 4)
+    arm::store_n(out + i,
+                 vmulq_f32(arm::silu4(arm::load_n(gate + i, n - i)), arm::load_n(up + i, n - i)),
+                 n - i);
+}
+
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 4)
+    arm::store_n(out + i,
+                 vmulq_f32(arm::gelu4(arm::load_n(gate + i, n - i)), arm::load_n(up + i, n - i)),
+                 n - i);
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
+          const float* sin) {
+  const int64_t half = rot_dim / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* x0p = x + h * head_dim;
+    float* x1p = x0p + half;
+    for (int64_t i = 0; i < half; i += 4) {
+      const int64_t k = half - i;
+      const float32x4_t x0 = arm::load_n(x0p + i, k), x1 = arm::load_n(x1p + i, k);
+      const float32x4_t c = arm::load_n(cos + i, k), s = arm::load_n(sin + i, k);
+      arm::store_n(x0p + i, vfmsq_f32(vmulq_f32(x0, c), x1, s), k);
+      arm::store_n(x1p + i, vfmaq_f32(vmulq_f32(x1, c), x0, s), k);
+    }
+  }
+}
+
+}  // namespace krafla::kernels
