@@ -1,0 +1,82 @@
+// Armv8.2-A dot product kernels: the NEON table of arm_neon_table.h with an sdot block dot on
+// the dword-lane tiles. vdotq_laneq_s32 multiplies each row's 4 quants (one int32 lane of the
+// weight vector) with activation group k of a 16-byte activation vector, so one instruction
+// serves 4 rows and the lane ends the block holding its row's exact int32 sum.
+//  * Q8_0: groups 0-3 against the first 16 activation bytes, 4-7 against the second.
+//  * Q4_0 (packed signed, n xor 8): v << 4 is 16*(low nibble - 8) and v & 0xf0 is
+//    16*(high nibble - 8), both exact int8; the block sum is 16x and shifts back exactly.
+#include "kernels/arm_neon_table.h"
+
+namespace krafla::kernels {
+namespace arm {
+namespace {
+
+struct SdotDot {
+  static constexpr int kDecodeTiles = 4;
+
+  // Quant vector k of each tile (k = 0..3), against activation group k of each half.
+  template <bool kQ4, int R, int T, int K>
+  static void step(const uint8_t* const* wb, const int8x16_t* al, const int8x16_t* ah,
+                   int32x4_t (&isum)[R][T]) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const int8_t* q = reinterpret_cast<const int8_t*>(wb[r] + L::kQuants);
+      int8x16_t w0, w1;
+      if constexpr (kQ4) {
+        const int8x16_t v = vld1q_s8(q + 16 * K);
+        w0 = vshlq_n_s8(v, 4);
+        w1 = vandq_s8(v, vdupq_n_s8(-16));
+      } else {
+        w0 = vld1q_s8(q + 16 * K);
+        w1 = vld1q_s8(q + 16 * (K + 4));
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        isum[r][t] = vdotq_laneq_s32(isum[r][t], w0, al[t], K);
+        isum[r][t] = vdotq_laneq_s32(isum[r][t], w1, ah[t], K);
+      }
+    }
+  }
+
+  template <bool kQ4, int R, int T>
+  static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                    int32x4_t (&isum)[R][T]) {
+    int8x16_t al[T], ah[T];
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      al[t] = vld1q_s8(a[t][b].qs);
+      ah[t] = vld1q_s8(a[t][b].qs + 16);
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) isum[r][t] = vdupq_n_s32(0);
+    step<kQ4, R, T, 0>(wb, al, ah, isum);
+    step<kQ4, R, T, 1>(wb, al, ah, isum);
+    step<kQ4, R, T, 2>(wb, al, ah, isum);
+    step<kQ4, R, T, 3>(wb, al, ah, isum);
+    if constexpr (kQ4) {
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) isum[r][t] = vshrq_n_s32(isum[r][t], 4);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace arm
+
+const char* isa_name() { return "dotprod"; }
+const char* missing_cpu_feature() { return cpu_missing_for("dotprod"); }
+
+void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, void* dst) {
+  arm::pack_tiles<false>(t, src, rows, cols, r0, r1, dst);
+}
+
+void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+            const void* act, int64_t n_tok, float* out, int64_t ld_out) {
+  tiled::matmul<arm::Tiled<arm::SdotDot>>(t, packed, cols, r0, r1, act, n_tok, out, ld_out);
+}
+
+}  // namespace krafla::kernels
