@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -102,6 +104,20 @@ std::string read_file_or_stdin(const std::string& p) {
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void add_pack_cache_option(CLI::App& app, std::string& dir) {
+  if (const char* env = std::getenv("KRAFLA_PACK_CACHE")) dir = env;
+  app.add_option("--pack-cache", dir,
+                 "directory of packed-weight caches: map the weights packed on an earlier start "
+                 "instead of packing again (default $KRAFLA_PACK_CACHE)");
+}
+
+std::unique_ptr<Model> load_model(const char* prog, const std::string& path, int threads,
+                                  const std::string& pack_cache) {
+  auto m = Model::load(path, LoadOptions{threads, pack_cache});
+  if (!m->load_note().empty()) fmt::print(stderr, "{}: {}\n", prog, m->load_note());
+  return m;
 }
 
 }  // namespace krafla::cli

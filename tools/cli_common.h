@@ -2,8 +2,15 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "krafla/model.h"
+
+namespace CLI {
+class App;
+}
 
 namespace krafla::cli {
 
@@ -25,5 +32,12 @@ void write_npy(const std::string& path, const float* data, const std::vector<int
 std::string read_file_or_stdin(const std::string& path_or_dash);
 
 double now_seconds();
+
+// --pack-cache DIR, defaulting to $KRAFLA_PACK_CACHE: packed weights are mapped from DIR, or
+// packed once and written there (docs/architecture.md).
+void add_pack_cache_option(CLI::App& app, std::string& dir);
+// Model::load with the pack cache; says on stderr what the cache did.
+std::unique_ptr<Model> load_model(const char* prog, const std::string& path, int threads,
+                                  const std::string& pack_cache);
 
 }  // namespace krafla::cli

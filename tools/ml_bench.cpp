@@ -68,6 +68,8 @@ int main(int argc, char** argv) {
     app.add_option("-t,--threads", threads, "thread counts, comma-separated")->capture_default_str();
     app.add_option("-r,--repetitions", reps, "repeats (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000));
     app.add_option("--batch", batch, "prompt tokens per forward step")->capture_default_str()->check(CLI::Range(1, 128));
+    std::string pack_cache;
+    cli::add_pack_cache_option(app, pack_cache);
     app.add_flag("--json", json, "print one JSON array on stdout");
     try {
       app.parse(argc, argv);
@@ -77,7 +79,9 @@ int main(int argc, char** argv) {
     const std::vector<int> tlist = cli::parse_int_list(threads, "--threads");
     for (int t : tlist)
       if (t < 1 || t > 1024) throw Error(fmt::format("--threads: {} is out of range", t));
-    auto model = Model::load(path, *std::max_element(tlist.begin(), tlist.end()));
+    const double t_load = cli::now_seconds();
+    auto model = cli::load_model("ml_bench", path, *std::max_element(tlist.begin(), tlist.end()), pack_cache);
+    fmt::print(stderr, "ml_bench: loaded in {:.2f} s\n", cli::now_seconds() - t_load);
     if (n_prompt + n_gen + 1 > model->config().max_ctx)
       throw Error(fmt::format("-p + -n = {} exceeds the model's context {}", n_prompt + n_gen,
                               model->config().max_ctx));

@@ -21,6 +21,7 @@ struct Args {
   int n_predict = -1, threads = 0, ctx = 0, batch = 128;
   SamplerParams sp;
   bool verbose = false;
+  std::string pack_cache;
 };
 
 void print_stats(const Session& s, int n_prompt, double t_prompt, const GenerateResult& g) {
@@ -160,6 +161,7 @@ int main(int argc, char** argv) {
     app.add_option("--tokens", a.tokens, "run exactly these token ids (comma-separated) as the prompt");
     app.add_option("--logits", a.logits_out, "with --tokens: write every position's logits to this .npy and exit");
     app.add_flag("-v,--verbose", a.verbose, "print speed after every chat turn");
+    cli::add_pack_cache_option(app, a.pack_cache);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -167,7 +169,7 @@ int main(int argc, char** argv) {
     }
     if (!a.logits_out.empty() && a.tokens.empty()) throw Error("--logits needs --tokens");
     const double t0 = cli::now_seconds();
-    auto model = Model::load(a.model, a.threads);
+    auto model = cli::load_model("ml_run", a.model, a.threads, a.pack_cache);
     if (a.verbose)
       fmt::print(stderr, "ml_run: {} ({:.2f} s to load)\n", model->describe(), cli::now_seconds() - t0);
     if (!a.tokens.empty()) {

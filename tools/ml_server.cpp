@@ -22,7 +22,7 @@ using namespace krafla;
 namespace {
 
 struct Args {
-  std::string model, chat, alias;
+  std::string model, chat, alias, pack_cache;
   server::HttpOptions http;
   int threads = 0, ctx = 0, batch = 128;
 };
@@ -41,7 +41,7 @@ sigset_t waited_signals() {
 
 int serve(const Args& a) {
   const double t0 = cli::now_seconds();
-  auto model = Model::load(a.model, a.threads);
+  auto model = cli::load_model("ml_server", a.model, a.threads, a.pack_cache);
   const std::string id = a.alias.empty() ? std::filesystem::path(a.model).stem().string() : a.alias;
   server::Engine engine(*model, {a.threads, a.ctx, a.batch}, id, a.chat);
   server::HttpServer http(engine, a.http);
@@ -110,6 +110,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(2, 1024));
     bool quiet = false;
     app.add_flag("-q,--quiet", quiet, "do not log requests");
+    cli::add_pack_cache_option(app, a.pack_cache);
     try {
       app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -51,11 +51,20 @@ struct ModelConfig {
   int64_t lin_conv_dim() const { return int64_t{2} * lin_k_heads * lin_k_dim + int64_t{lin_v_heads} * lin_v_dim; }
 };
 
+struct LoadOptions {
+  int n_threads = 0;           // threads that pack the weights (0: all cores)
+  std::string pack_cache_dir;  // non-empty: map packed weights from / write them to this dir
+};
+
 class Model {
  public:
   // Maps and validates `path`, parses the config and tokenizer, packs the weights using
   // n_threads threads (0: all cores). Throws krafla::Error naming what is wrong.
   static std::unique_ptr<Model> load(const std::string& path, int n_threads = 0);
+  // The same; with a pack cache directory the packed weights are mapped from a cache file
+  // made earlier for this file and ISA, or packed and written there (a stale or foreign cache
+  // file is rewritten). A cache that cannot be written is not an error: load_note() says so.
+  static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& opts);
   ~Model();
 
   const std::string& path() const;
@@ -63,6 +72,7 @@ class Model {
   const Tokenizer& tokenizer() const;
   std::string describe() const;  // one line: arch, size, weight types
   uint64_t packed_bytes() const;
+  const std::string& load_note() const;  // what the pack cache did ("" without one)
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

@@ -106,7 +106,7 @@ void Forward::matmuls(const float* in, int64_t cols, int n, std::initializer_lis
     for (const auto& j : jobs) {
       auto [r0, r1] = split_range(j.m->rows, ti, nt, tile);
       if (r0 < r1)
-        K::matmul(j.m->type, j.m->packed.data(), j.m->rows, j.m->cols, r0, r1,
+        K::matmul(j.m->type, j.m->packed_data(), j.m->rows, j.m->cols, r0, r1,
                   act_[int(j.m->type)].data(), n, j.out, j.m->rows);
     }
   });

@@ -71,15 +71,51 @@ class TensorTaker {
   std::set<std::string> used_;
 };
 
-void pack_all(std::vector<Matrix*>& mats, ThreadPool& pool) {
+struct ToPack {
+  std::string name;
+  Matrix* m;
+};
+
+void pack_all(const std::vector<ToPack>& mats, ThreadPool& pool) {
   const int64_t tile = kernels::row_tile();
-  for (Matrix* m : mats) m->packed.resize(kernels::packed_size(m->type, m->rows, m->cols));
+  for (const auto& [_, m] : mats) m->packed.resize(kernels::packed_size(m->type, m->rows, m->cols));
   pool.run([&](int ti) {
-    for (Matrix* m : mats) {
+    for (const auto& [_, m] : mats) {
       auto [r0, r1] = split_range(m->rows, ti, pool.size(), tile);
       if (r0 < r1) kernels::pack(m->type, m->stored, m->rows, m->cols, r0, r1, m->packed.data());
     }
   });
+}
+
+// Packs `mats`, or maps them from the pack cache in `dir` (writing it when missing or stale).
+void pack_or_map(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& pool,
+                 const std::string& dir) {
+  if (dir.empty()) {
+    pack_all(mats, pool);
+    return;
+  }
+  std::vector<PackEntry> entries;
+  for (const auto& [name, x] : mats)
+    entries.push_back({name, int(x->type), x->rows, x->cols,
+                       uint64_t(kernels::packed_size(x->type, x->rows, x->cols))});
+  const std::string path = PackCache::path_for(dir, m.file->path());
+  std::string why;
+  m.pack_cache = PackCache::open(path, *m.file, entries, &why);
+  if (m.pack_cache) {
+    for (size_t i = 0; i < mats.size(); ++i) mats[i].m->cached = m.pack_cache->data(i);
+    m.load_note = fmt::format("pack cache: mapped {} ({:.1f} MiB)", path,
+                              m.pack_cache->file_size() / 1048576.0);
+    return;
+  }
+  pack_all(mats, pool);
+  std::vector<const void*> data;
+  for (const auto& [_, x] : mats) data.push_back(x->packed.data());
+  try {
+    PackCache::write(path, *m.file, entries, data);
+    m.load_note = fmt::format("pack cache: wrote {} ({})", path, why);
+  } catch (const Error& e) {
+    m.load_note = fmt::format("pack cache: not written: {}", e.what());
+  }
 }
 
 // A Qwen3.5 Gated DeltaNet layer's tensors (docs/format.md).
@@ -109,6 +145,7 @@ const std::string& Model::path() const { return impl_->file->path(); }
 const ModelConfig& Model::config() const { return impl_->cfg; }
 const Tokenizer& Model::tokenizer() const { return *impl_->tok; }
 uint64_t Model::packed_bytes() const { return impl_->packed_bytes; }
+const std::string& Model::load_note() const { return impl_->load_note; }
 
 std::string Model::describe() const {
   const auto& c = impl_->cfg;
@@ -142,6 +179,10 @@ Tokenizer load_tokenizer(const std::string& path) {
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
+  return load(path, LoadOptions{n_threads, ""});
+}
+
+std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opts) {
   auto m = std::make_unique<Impl>();
   m->file = std::make_unique<MlbFile>(path);
   const MlbFile& f = *m->file;
@@ -165,7 +206,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
   } else {
     m->output = take.matrix("output", c.n_vocab, c.dim);
   }
-  std::vector<Matrix*> to_pack;
+  std::vector<ToPack> to_pack;
   m->layers.resize(c.n_layers);
   for (int i = 0; i < c.n_layers; ++i) {
     auto& L = m->layers[i];
@@ -175,21 +216,24 @@ std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
     L.gate = take.matrix(p + "ffn_gate", c.ffn_dim, c.dim);
     L.up = take.matrix(p + "ffn_up", c.ffn_dim, c.dim);
     L.down = take.matrix(p + "ffn_down", c.dim, c.ffn_dim);
-    for (Matrix* x : {&L.gate, &L.up, &L.down}) to_pack.push_back(x);
+    to_pack.insert(to_pack.end(), {{p + "ffn_gate", &L.gate}, {p + "ffn_up", &L.up},
+                                   {p + "ffn_down", &L.down}});
     if (c.layer_linear[i]) {
       load_delta_layer(take, c, p, L);
-      for (Matrix* x : {&L.ssm_qkv, &L.ssm_z, &L.ssm_beta, &L.ssm_alpha, &L.ssm_out})
-        to_pack.push_back(x);
+      to_pack.insert(to_pack.end(), {{p + "ssm_qkv", &L.ssm_qkv}, {p + "ssm_z", &L.ssm_z},
+                                     {p + "ssm_beta", &L.ssm_beta}, {p + "ssm_alpha", &L.ssm_alpha},
+                                     {p + "ssm_out", &L.ssm_out}});
       continue;
     }
     L.wq = take.matrix(p + "attn_q", q_rows, c.dim);
     L.wk = take.matrix(p + "attn_k", kv_rows, c.dim);
     L.wv = take.matrix(p + "attn_v", kv_rows, c.dim);
     L.wo = take.matrix(p + "attn_output", c.dim, q_rows);
-    for (Matrix* x : {&L.wq, &L.wk, &L.wv, &L.wo}) to_pack.push_back(x);
+    to_pack.insert(to_pack.end(), {{p + "attn_q", &L.wq}, {p + "attn_k", &L.wk},
+                                   {p + "attn_v", &L.wv}, {p + "attn_output", &L.wo}});
     if (c.attn_gate) {
       L.wgate = take.matrix(p + "attn_gate", q_rows, c.dim);
-      to_pack.push_back(&L.wgate);
+      to_pack.push_back({p + "attn_gate", &L.wgate});
     }
     if (c.qkv_bias) {
       L.bq = take.vec_f32(p + "attn_q_bias", q_rows);
@@ -206,10 +250,15 @@ std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
     }
   }
   take.check_all_taken(c.arch);
-  to_pack.push_back(c.tie_embeddings ? &m->tok_embd : &m->output);
-  ThreadPool pool(n_threads > 0 ? n_threads : int(std::thread::hardware_concurrency()));
-  pack_all(to_pack, pool);
-  for (Matrix* x : to_pack) m->packed_bytes += x->packed.size();
+  if (c.tie_embeddings) {
+    to_pack.push_back({"tok_embd", &m->tok_embd});
+  } else {
+    to_pack.push_back({"output", &m->output});
+  }
+  ThreadPool pool(opts.n_threads > 0 ? opts.n_threads : int(std::thread::hardware_concurrency()));
+  pack_or_map(*m, to_pack, pool, opts.pack_cache_dir);
+  for (const auto& [_, x] : to_pack)
+    m->packed_bytes += kernels::packed_size(x->type, x->rows, x->cols);
   return std::unique_ptr<Model>(new Model(std::move(m)));
 }
 

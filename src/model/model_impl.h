@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "io/mlb_file.h"
+#include "io/pack_cache.h"
 #include "kernels/kernels.h"
 #include "krafla/model.h"
 #include "runtime/aligned.h"
@@ -16,8 +17,10 @@ namespace krafla {
 struct Matrix {
   kernels::WType type = kernels::WType::F32;
   int64_t rows = 0, cols = 0;
-  AlignedBuffer packed;
+  AlignedBuffer packed;                   // packed at load, or empty when cached:
+  const uint8_t* cached = nullptr;        // the same bytes in the mapped pack cache
   const uint8_t* stored = nullptr;
+  const void* packed_data() const { return cached ? cached : packed.data(); }
 };
 
 struct LayerWeights {
@@ -58,6 +61,8 @@ struct Model::Impl {
   Matrix output;            // (n_vocab, dim), or empty when tied (then tok_embd is used)
   std::vector<LayerWeights> layers;
   uint64_t packed_bytes = 0;
+  std::unique_ptr<PackCache> pack_cache;  // mapped when --pack-cache found a valid file
+  std::string load_note;                  // what the pack cache did, for the executables
 
   const Matrix& logits_matrix() const { return cfg.tie_embeddings ? tok_embd : output; }
 };

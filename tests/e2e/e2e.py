@@ -5,7 +5,7 @@ batch sizes), plus bad model files fed to the executables.
 
 Usage: e2e.py --bin BUILD_DIR --work WORK_DIR CASE
 Cases: setup | logits:MODEL:QUANT | threads:MODEL:QUANT | batch:MODEL:QUANT | badfiles |
-       lengths:MODEL:QUANT |
+       lengths:MODEL:QUANT | packcache:MODEL | big |
        cli:MODEL | llama2c
 """
 from __future__ import annotations
@@ -132,6 +132,78 @@ def case_lengths(a, model: str, quant: str) -> None:
         np.save(part, ref[:n])
         r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), part, out] + LIMITS[quant])
         print(f"{n} tokens {' '.join(extra)}: {r.stdout.strip()}")
+
+
+def case_big(a) -> None:
+    """Issue 5's Qwen3.5-0.8B-shaped check (ctest label "long", not in the default suite: ~10
+    minutes and ~6 GB of files): the full 0.8B text shape (24 layers, vocab 248320) in bf16,
+    converted to f32, q8_0 and q4_0, prompts of 1, 7, 130 and 600 tokens against the numpy
+    reference, logits of every position."""
+    d = os.path.join(a.work, "qwen35-08b")
+    if not os.path.isfile(os.path.join(d, "model.safetensors")):
+        must(tool("gen_random.py") + ["--arch", "qwen3.5", "--shape", "qwen3.5-0.8b", "--dtype", "bf16",
+                                      "--seed", "61", "-o", d])
+    ids = [int(x) for x in np.random.default_rng(9).integers(0, 32000, 600)]
+    ref_path = os.path.join(a.work, "qwen35-08b-ref.npy")
+    if not os.path.isfile(ref_path):
+        must(tool("ref_forward.py") + [d, "--tokens", ",".join(map(str, ids)), "--out", ref_path])
+    ref = np.load(ref_path, mmap_mode="r")
+    for q in QUANTS:
+        path = os.path.join(a.work, f"qwen35-08b-{q}.mlb")
+        must(tool("convert.py") + [d, "-o", path, "--quant", q])
+        for n in (1, 7, 130, 600):
+            out = os.path.join(a.work, f"qwen35-08b-{q}-len{n}.npy")
+            must([os.path.join(a.bin, "ml_run"), "-m", path, "--tokens", ",".join(map(str, ids[:n])),
+                  "--logits", out])
+            part = os.path.join(a.work, f"qwen35-08b-ref-len{n}.npy")
+            np.save(part, np.asarray(ref[:n]))
+            r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), part, out] + LIMITS[q])
+            print(f"{q} {n} tokens: {r.stdout.strip()}", flush=True)
+            os.remove(out)
+        os.remove(path)
+
+
+def case_packcache(a, model: str) -> None:
+    """--pack-cache: the first start packs and writes the cache, the next maps it, and the
+    logits are bit-identical to a start without it; a stale (model file touched), foreign (bad
+    magic) or truncated cache is detected and rewritten; an unwritable directory is only a note."""
+    d = os.path.join(a.work, "pack-cache")
+    shutil.rmtree(d, ignore_errors=True)
+    path = mlb(a.work, model, "q8_0")
+    ids = ",".join(map(str, prompt_ids(a.work, model)[:8]))
+    exe = os.path.join(a.bin, "ml_run")
+
+    def go(tag: str, cache: str | None, expect: str) -> np.ndarray:
+        out = os.path.join(a.work, f"pc-{tag}.npy")
+        r = must([exe, "-m", path, "--tokens", ids, "--logits", out] + (["--pack-cache", cache] if cache else []))
+        if expect not in r.stderr:
+            raise SystemExit(f"FAILED: {tag}: expected {expect!r} on stderr, got {r.stderr!r}")
+        print(f"ok: {tag}: {r.stderr.strip().splitlines()[0]}")
+        return np.load(out)
+    base = go("none", None, "")
+    same(base, go("write", d, "pack cache: wrote"), "first start with --pack-cache")
+    same(base, go("map", d, "pack cache: mapped"), "second start maps the cache")
+    (cache_file,) = [os.path.join(d, f) for f in os.listdir(d)]
+    os.utime(path)
+    same(base, go("stale", d, "(stale: source_mtime_ns"), "model file touched")
+    with open(cache_file, "r+b") as f:
+        f.write(b"XXXX")
+    same(base, go("foreign", d, "(foreign: not a Krafla pack cache"), "bad magic")
+    os.truncate(cache_file, os.path.getsize(cache_file) // 2)
+    same(base, go("truncated", d, "(foreign: "), "truncated cache")
+    same(base, go("remap", d, "pack cache: mapped"), "rewritten cache maps again")
+    with open(cache_file, "r+b") as f:   # a cache packed for another ISA (its header says so)
+        head = f.read(4096)
+        isa = head.split(b'"isa":"')[1].split(b'"')[0]
+        f.seek(head.index(b'"isa":"' + isa) + 7)
+        f.write(b"Z" * len(isa))
+    same(base, go("other-isa", d, f"(foreign: isa is \"{'Z' * len(isa)}\""), "cache of another ISA")
+    blocker = os.path.join(a.work, "pack-cache-blocker")
+    open(blocker, "w").close()
+    same(base, go("unwritable", os.path.join(blocker, "sub"), "pack cache: not written"), "unwritable dir")
+    env = dict(os.environ, KRAFLA_PACK_CACHE=d)
+    r = must([exe, "-m", path, "--tokens", ids, "--logits", os.path.join(a.work, "pc-env.npy")], env=env)
+    assert "pack cache: mapped" in r.stderr, r.stderr
 
 
 def same(x: np.ndarray, y: np.ndarray, what: str) -> None:
@@ -313,7 +385,7 @@ def main() -> None:
     a = p.parse_args()
     kind, *rest = a.case.split(":")
     {"setup": case_setup, "logits": case_logits, "threads": case_threads, "batch": case_batch,
-     "lengths": case_lengths,
+     "lengths": case_lengths, "big": case_big, "packcache": case_packcache,
      "badfiles": case_badfiles, "cli": case_cli, "llama2c": case_llama2c, "guard": case_guard}[kind](a, *rest)
 
 
