@@ -87,7 +87,7 @@ uint16_t f32_to_f16_bits(float f) {
 namespace {
 
 struct CpuBits {
-  uint32_t ecx1 = 0, ebx7 = 0, ecx7 = 0;
+  uint32_t edx1 = 0, ecx1 = 0, ebx7 = 0, ecx7 = 0, eax7_1 = 0;
   uint64_t xcr0 = 0;
 };
 
@@ -95,10 +95,12 @@ CpuBits read_cpu() {
   CpuBits c;
   unsigned a, b, cx, d;
   if (!__get_cpuid(1, &a, &b, &cx, &d)) return c;
+  c.edx1 = d;
   c.ecx1 = cx;
   if (__get_cpuid_count(7, 0, &a, &b, &cx, &d)) {
     c.ebx7 = b;
     c.ecx7 = cx;
+    if (a >= 1 && __get_cpuid_count(7, 1, &a, &b, &cx, &d)) c.eax7_1 = a;  // a: max subleaf
   }
   if (c.ecx1 & (1u << 27)) {  // OSXSAVE: xgetbv is allowed
     uint32_t lo, hi;
@@ -110,16 +112,29 @@ CpuBits read_cpu() {
 
 }  // namespace
 
+// The x86 levels in order, each needing everything before it, except that avx512vnni does not
+// need AVX-VNNI (the VEX form came later, with client CPUs; AVX-512 servers before Sapphire
+// Rapids lack it).
 const char* cpu_missing_for(const char* isa) {
-  const bool want512 = std::strcmp(isa, "avx512vnni") == 0;
-  const bool want256 = want512 || std::strcmp(isa, "avx2") == 0;
-  if (!want256) return nullptr;
+  const auto is = [isa](const char* n) { return std::strcmp(isa, n) == 0; };
+  const bool want512 = is("avx512vnni"), want_vnni = is("avxvnni");
+  const bool want256 = want512 || want_vnni || is("avx2");
+  const bool want41 = want256 || is("sse41");
+  if (!want41 && !is("sse2")) return nullptr;
   const CpuBits c = read_cpu();
+  if (!(c.edx1 & (1u << 26))) return "sse2";
+  if (!want41) return nullptr;
+  if (!(c.ecx1 & (1u << 0))) return "sse3";
+  if (!(c.ecx1 & (1u << 9))) return "ssse3";
+  if (!(c.ecx1 & (1u << 19))) return "sse4.1";
+  if (!(c.ecx1 & (1u << 23))) return "popcnt";
+  if (!want256) return nullptr;
   if (!(c.ecx1 & (1u << 28))) return "avx";
   if (!(c.ebx7 & (1u << 5))) return "avx2";
   if (!(c.ecx1 & (1u << 12))) return "fma";
   if (!(c.ecx1 & (1u << 29))) return "f16c";
   if ((c.xcr0 & 0x6) != 0x6) return "os-ymm";  // the OS must save XMM and YMM state
+  if (want_vnni) return (c.eax7_1 & (1u << 4)) ? nullptr : "avxvnni";
   if (!want512) return nullptr;
   if (!(c.ebx7 & (1u << 16))) return "avx512f";
   if (!(c.ebx7 & (1u << 30))) return "avx512bw";

@@ -13,8 +13,9 @@ float f16_bits_to_f32(uint16_t h);
 // truncated, quiet bit set: what F16C's vcvtps2ph does).
 uint16_t f32_to_f16_bits(float f);
 
-// nullptr when the running CPU and OS support `isa` ("scalar", "avx2", "avx512vnni"), else the
-// short name of the first missing feature. Uses cpuid/xgetbv only.
+// nullptr when the running CPU and OS support `isa` ("scalar", "sse2", "sse41", "avx2",
+// "avxvnni", "avx512vnni"), else the short name of the first missing feature ("sse4.1",
+// "avx", "avxvnni", ...). Uses cpuid/xgetbv only.
 // On Arm ("neon32", "neon", "dotprod", "i8mm", "sve") it reads Linux's AT_HWCAP/AT_HWCAP2 bits
 // and names features as /proc/cpuinfo does ("asimddp", "i8mm", "sve", "vfpv4").
 const char* cpu_missing_for(const char* isa);

@@ -291,5 +291,21 @@ TEST(Cpu, GuardAndName) {
   EXPECT_EQ(cpu_missing_for("scalar"), nullptr);
 }
 
+// The x86 levels nest: a CPU that runs one runs every level below it (avx512vnni and avxvnni
+// are side by side above avx2).
+TEST(Cpu, LevelsNest) {
+#if defined(__x86_64__)
+  const char* const below[][2] = {
+      {"sse41", "sse2"}, {"avx2", "sse41"}, {"avxvnni", "avx2"}, {"avx512vnni", "avx2"}};
+  for (const auto& [upper, lower] : below) {
+    if (cpu_missing_for(upper) == nullptr) {
+      EXPECT_EQ(cpu_missing_for(lower), nullptr) << upper;
+    }
+  }
+  EXPECT_EQ(cpu_missing_for("sse2"), nullptr);  // every x86-64 CPU
+  EXPECT_EQ(cpu_missing_for(isa_name()), missing_cpu_feature());
+#endif
+}
+
 }  // namespace
 }  // namespace krafla::kernels

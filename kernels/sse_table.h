@@ -1,0 +1,512 @@
+// The 128-bit (SSE-class) kernel table on the row-tiled layout of tiled.h with 4-row tiles,
+// shared by sse2.cpp and sse41.cpp: an xmm holds 4 rows x 4 quant bytes and a broadcast 4-byte
+// activation group serves all 4 rows. The two differ only in the integer block dot, which each
+// TU supplies as a `Dot` policy (Dot::block fills ia[r][t] with the exact int32 dot of a
+// (tile, block) record with a token's block, one lane per row). Everything else is SSE2, with
+// SSE4.1 blends where the TU is compiled for them:
+//  * no F16C: halves convert in software, exactly (subnormals, inf, NaN quieted the way F16C
+//    does, round to nearest even), so scalar and SIMD agree bit for bit;
+//  * no FMA: acc += float(isum_b) * (d_w*d_a) per block in the row's lane with separate
+//    roundings, whatever the register tile: bitwise batch/range independence;
+//  * Q8 activations are tiled::ActBlock with corr = 8*sum(a) for Q4_0 (unsigned nibbles)
+//    and 0 for Q8_0 (both dots take the weights' sign as it is).
+// Include from exactly one TU (only one kernels/<isa>.cpp is compiled in a build): it defines
+// the table entries common to both; the TU defines isa_name, missing_cpu_feature and matmul.
+#pragma once
+#include <emmintrin.h>
+#if defined(__SSE4_1__)
+#include <smmintrin.h>
+#endif
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/common.h"
+#include "kernels/kernels.h"
+#include "kernels/tiled.h"
+
+namespace krafla::kernels {
+namespace sse {
+namespace {
+
+constexpr int kTile = 4;
+using L = tiled::Layout<kTile>;
+using tiled::ActBlock;
+using tiled::imin;
+constexpr size_t kQ4Rec = L::kQ4Rec, kQ8Rec = L::kQ8Rec;  // (tile, block) record bytes
+// Decode prefetch distance, in (tile, block) records ahead of use in each tile stream.
+constexpr size_t kPrefetchRecs = 8;
+// F32/F16 decode prefetch distance in bytes of a tile's column stream.
+constexpr size_t kPrefetchBytes = 1024;
+
+inline __m128i bcast4(const int8_t* p) {
+  int32_t q;
+  std::memcpy(&q, p, 4);
+  return _mm_set1_epi32(q);
+}
+
+// mask ? a : b, per lane (masks are all-ones or all-zeros lanes).
+inline __m128i select(__m128i mask, __m128i a, __m128i b) {
+#if defined(__SSE4_1__)
+  return _mm_blendv_epi8(b, a, mask);
+#else
+  return _mm_or_si128(_mm_and_si128(mask, a), _mm_andnot_si128(mask, b));
+#endif
+}
+
+// The first n floats at p (n < 4, even <= 0, allowed), the other lanes `fill`.
+inline __m128 load_n(const float* p, int64_t n, float fill = 0.0f) {
+  if (n >= 4) return _mm_loadu_ps(p);
+  float tmp[4] = {fill, fill, fill, fill};
+  if (n > 0) std::memcpy(tmp, p, size_t(n) * 4);
+  return _mm_loadu_ps(tmp);
+}
+inline void store_n(float* p, __m128 v, int64_t n) {
+  if (n >= 4) {
+    _mm_storeu_ps(p, v);
+  } else if (n > 0) {
+    float tmp[4];
+    _mm_storeu_ps(tmp, v);
+    std::memcpy(p, tmp, size_t(n) * 4);
+  }
+}
+
+// ---- software f16 ----
+
+// 4 halves, each in the high 16 bits of its dword (the low 16 bits zero), to floats. The
+// exponent rebias 15 -> 127 is a multiply by 2^112: exact for every finite half, and it
+// normalises subnormal halves (their bits are float subnormals; DAZ is off, as by default and
+// everywhere in Krafla). Inf/NaN get the all-ones exponent; kQuietNan sets the quiet bit as
+// vcvtph2ps does (the matmul does not need it: a NaN weight gives NaN either way).
+template <bool kQuietNan>
+inline __m128 half4_to_ps(__m128i h_hi) {
+  const __m128i sign = _mm_and_si128(h_hi, _mm_set1_epi32(int(0x80000000u)));
+  const __m128i em = _mm_srli_epi32(_mm_slli_epi32(h_hi, 1), 4);  // (h & 0x7fff) << 13
+  const __m128 f = _mm_mul_ps(_mm_castsi128_ps(em), _mm_set1_ps(0x1p112f));
+  const __m128i infnan = _mm_cmpgt_epi32(em, _mm_set1_epi32(0x0f7fffff));
+  __m128i bits =
+      _mm_or_si128(_mm_castps_si128(f), _mm_and_si128(infnan, _mm_set1_epi32(0x7f800000)));
+  if constexpr (kQuietNan) {
+    const __m128i nan = _mm_cmpgt_epi32(em, _mm_set1_epi32(0x0f800000));
+    bits = _mm_or_si128(bits, _mm_and_si128(nan, _mm_set1_epi32(0x00400000)));
+  }
+  return _mm_castsi128_ps(_mm_or_si128(bits, sign));
+}
+
+// 4 halves at p (8 bytes) to floats.
+template <bool kQuietNan>
+inline __m128 load_half4(const void* p) {
+  const __m128i h = _mm_loadl_epi64(static_cast<const __m128i*>(p));
+  return half4_to_ps<kQuietNan>(_mm_unpacklo_epi16(_mm_setzero_si128(), h));
+}
+
+// 4 floats to halves, round to nearest even, as f32_to_f16_bits: each dword holds the half's
+// bit pattern sign-extended from 16 bits, ready for _mm_packs_epi32.
+inline __m128i ps_to_half4(__m128 v) {
+  const __m128i u = _mm_castps_si128(v);
+  const __m128i sign = _mm_and_si128(u, _mm_set1_epi32(int(0x80000000u)));
+  const __m128i f = _mm_xor_si128(u, sign);  // |v| bits
+  // Normal halves: rebias the exponent (-112 << 23) and round the 13 dropped mantissa bits to
+  // even in the integer domain; a carry may reach the exponent, up to 0x7c00 = inf.
+  const __m128i odd = _mm_and_si128(_mm_srli_epi32(f, 13), _mm_set1_epi32(1));
+  const __m128i nrm =
+      _mm_srli_epi32(_mm_add_epi32(_mm_add_epi32(f, _mm_set1_epi32(int(0xc8000fffu))), odd), 13);
+  // |v| < 2^-14 (subnormal halves and zero): adding 0.5 rounds |v| to the 2^-24 grid, to even.
+  const __m128i sub =
+      _mm_sub_epi32(_mm_castps_si128(_mm_add_ps(_mm_castsi128_ps(f), _mm_set1_ps(0.5f))),
+                    _mm_set1_epi32(0x3f000000));
+  // |v| >= 2^16: inf, or NaN with the payload's top bits and the quiet bit.
+  const __m128i nan = _mm_cmpgt_epi32(f, _mm_set1_epi32(0x7f800000));
+  const __m128i payload = _mm_and_si128(_mm_srli_epi32(f, 13), _mm_set1_epi32(0x3ff));
+  const __m128i big = _mm_or_si128(
+      _mm_set1_epi32(0x7c00), _mm_and_si128(nan, _mm_or_si128(payload, _mm_set1_epi32(0x200))));
+  __m128i r = select(_mm_cmpgt_epi32(f, _mm_set1_epi32(0x387fffff)), nrm, sub);
+  r = select(_mm_cmpgt_epi32(f, _mm_set1_epi32(0x477fffff)), big, r);
+  return _mm_or_si128(r, _mm_srai_epi32(sign, 16));
+}
+
+// ---- matmul ----
+
+// R row tiles x T tokens of quantized matmul. w: first tile's record 0; a[t]: token t's blocks.
+template <class Dot, bool kQ4, int R, int T>
+void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
+              int64_t ld_out, const int* valid) {
+  constexpr size_t kRec = kQ4 ? kQ4Rec : kQ8Rec;
+  __m128 acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm_setzero_ps();
+
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      wb[r] = w + r * tbytes + b * kRec;
+      if constexpr (T == 1 && kPrefetchRecs > 0) {
+        // Decode is a pure weight stream: ask for records well ahead of use.
+#pragma GCC unroll 16
+        for (size_t l = 0; l < kRec; l += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(wb[r] + kPrefetchRecs * kRec + l),
+                       _MM_HINT_T0);
+      }
+    }
+    __m128i ia[R][T];
+    Dot::template block<kQ4, R, T>(wb, a, b, ia);
+    __m128 dw[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) dw[r] = load_half4<false>(wb[r]);
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m128 da = _mm_set1_ps(a[t][b].d);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+        acc[r][t] =
+            _mm_add_ps(acc[r][t], _mm_mul_ps(_mm_cvtepi32_ps(ia[r][t]), _mm_mul_ps(dw[r], da)));
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) store_n(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
+}
+
+// R row tiles x T tokens of F32/F16 matmul: acc += w[c] * x[c] over c in order.
+template <bool kF16, int R, int T>
+void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x, float* out,
+              int64_t ld_out, const int* valid) {
+  constexpr size_t kColBytes = kTile * (kF16 ? 2 : 4);
+  constexpr int64_t kColsPerLine = 64 / kColBytes;
+  __m128 acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm_setzero_ps();
+  for (int64_t c = 0; c < cols; ++c) {
+    __m128 wv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = w + r * tbytes + c * kColBytes;
+      if constexpr (T == 1 && kPrefetchBytes > 0) {
+        if (c % kColsPerLine == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
+      }
+      wv[r] = kF16 ? load_half4<false>(p) : _mm_loadu_ps(reinterpret_cast<const float*>(p));
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m128 xv = _mm_set1_ps(x[t][c]);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm_add_ps(acc[r][t], _mm_mul_ps(wv[r], xv));
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) store_n(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
+}
+
+// The ISA's entry in the shared tiled driver (tiled.h), around the TU's block dot.
+template <class Dot>
+struct Sse {
+  static constexpr int kTile = sse::kTile;
+  static constexpr int64_t r_step(int64_t tok_step) {
+    return tok_step == 1 ? 4 : tok_step == 2 ? 2 : 1;
+  }
+  // Register tiles the driver may ask for: their accumulators must fit the register file.
+  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
+  template <bool kQ4, int R, int T>
+  static void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a,
+                       float* out, int64_t ld_out, const int* valid) {
+    sse::q_kernel<Dot, kQ4, R, T>(w, tbytes, nb, a, out, ld_out, valid);
+  }
+  template <bool kF16, int R, int T>
+  static void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x,
+                       float* out, int64_t ld_out, const int* valid) {
+    sse::f_kernel<kF16, R, T>(w, tbytes, cols, x, out, ld_out, valid);
+  }
+};
+
+// ---- vector math ----
+
+inline float hsum(__m128 v) {
+  v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_add_ss(v, _mm_shuffle_ps(v, v, 1));
+  return _mm_cvtss_f32(v);
+}
+
+inline float hmax(__m128 v) {
+  v = _mm_max_ps(v, _mm_movehl_ps(v, v));
+  v = _mm_max_ss(v, _mm_shuffle_ps(v, v, 1));
+  return _mm_cvtss_f32(v);
+}
+
+inline int32_t hsum_epi32(__m128i v) {
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0x4e));
+  v = _mm_add_epi32(v, _mm_shuffle_epi32(v, 0xb1));
+  return _mm_cvtsi128_si32(v);
+}
+
+// Cephes' expf polynomial on r = x - n*ln2, 2^n built in the exponent field; inputs below
+// -87 (where 2^n would leave the normal range) give 0. ~2 ulp.
+inline __m128 exp128(__m128 x) {
+  const __m128 tiny = _mm_cmplt_ps(x, _mm_set1_ps(-87.0f));
+  x = _mm_min_ps(_mm_max_ps(x, _mm_set1_ps(-87.0f)), _mm_set1_ps(88.0f));
+  const __m128i ni = _mm_cvtps_epi32(_mm_mul_ps(x, _mm_set1_ps(1.44269504088896341f)));  // RNE
+  const __m128 n = _mm_cvtepi32_ps(ni);
+  __m128 r = _mm_sub_ps(x, _mm_mul_ps(n, _mm_set1_ps(0.693359375f)));
+  r = _mm_sub_ps(r, _mm_mul_ps(n, _mm_set1_ps(-2.12194440e-4f)));
+  __m128 p = _mm_set1_ps(1.9875691500E-4f);
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.3981999507E-3f));
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(8.3334519073E-3f));
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(4.1665795894E-2f));
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.6666665459E-1f));
+  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(5.0000001201E-1f));
+  const __m128 y = _mm_add_ps(_mm_add_ps(_mm_mul_ps(p, _mm_mul_ps(r, r)), r), _mm_set1_ps(1.0f));
+  const __m128i e = _mm_slli_epi32(_mm_add_epi32(ni, _mm_set1_epi32(127)), 23);
+  return _mm_andnot_ps(tiny, _mm_mul_ps(y, _mm_castsi128_ps(e)));
+}
+
+inline __m128 silu128(__m128 g) {
+  const __m128 e = exp128(_mm_sub_ps(_mm_setzero_ps(), g));
+  return _mm_div_ps(g, _mm_add_ps(_mm_set1_ps(1.0f), e));
+}
+
+// 0.5*g*(1 + tanh(y)) == g / (1 + exp(-2y)): the sigmoid form has no cancellation for g < 0.
+inline __m128 gelu128(__m128 g) {
+  const __m128 g3 = _mm_mul_ps(_mm_mul_ps(g, g), g);
+  const __m128 y2 = _mm_mul_ps(_mm_set1_ps(-2.0f * 0.7978845608028654f),
+                               _mm_add_ps(_mm_mul_ps(_mm_set1_ps(0.044715f), g3), g));
+  return _mm_div_ps(g, _mm_add_ps(_mm_set1_ps(1.0f), exp128(y2)));
+}
+
+// One block of 32 floats to int8 with d = max|x|/127 and q = round-half-even(x / d), as
+// scalar::quantize_row_q8_0 computes them (same operations, so the same q). Returns sum(q).
+inline int32_t quantize_block(const float* x, int8_t* qs, float* d_out) {
+  const __m128 sign = _mm_set1_ps(-0.0f);
+  __m128 v[8];
+  __m128 amax = _mm_setzero_ps();
+  for (int j = 0; j < 8; ++j) {
+    v[j] = _mm_loadu_ps(x + 4 * j);
+    amax = _mm_max_ps(amax, _mm_andnot_ps(sign, v[j]));
+  }
+  const float d = hmax(amax) / 127.0f;
+  const __m128 id = _mm_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+  __m128i q[8];
+  for (int j = 0; j < 8; ++j) q[j] = _mm_cvtps_epi32(_mm_mul_ps(v[j], id));  // RNE
+  for (int h = 0; h < 2; ++h) {
+    const __m128i s0 = _mm_packs_epi32(q[4 * h], q[4 * h + 1]);
+    const __m128i s1 = _mm_packs_epi32(q[4 * h + 2], q[4 * h + 3]);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16 * h), _mm_packs_epi16(s0, s1));
+  }
+  *d_out = d;
+  __m128i s = _mm_setzero_si128();
+  for (int j = 0; j < 8; ++j) s = _mm_add_epi32(s, q[j]);
+  return hsum_epi32(s);
+}
+
+// 16 int8 at p to 4 x 4 floats (sign-extended through int16).
+inline void int8x16_to_ps(__m128i x, __m128 out[4]) {
+  const __m128i lo = _mm_srai_epi16(_mm_unpacklo_epi8(x, x), 8);
+  const __m128i hi = _mm_srai_epi16(_mm_unpackhi_epi8(x, x), 8);
+  out[0] = _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpacklo_epi16(lo, lo), 16));
+  out[1] = _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpackhi_epi16(lo, lo), 16));
+  out[2] = _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpacklo_epi16(hi, hi), 16));
+  out[3] = _mm_cvtepi32_ps(_mm_srai_epi32(_mm_unpackhi_epi16(hi, hi), 16));
+}
+
+}  // namespace
+}  // namespace sse
+
+using sse::kTile;
+using sse::L;
+using sse::load_n;
+using sse::store_n;
+
+int row_tile() { return kTile; }
+
+size_t packed_size(WType t, int64_t rows, int64_t cols) {
+  return size_t(L::n_tiles(rows)) * L::tile_bytes(t, cols);
+}
+
+void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, void* dst) {
+  L::pack(t, src, rows, cols, r0, r1, 0, dst);
+}
+
+size_t act_row_size(WType t, int64_t cols) { return tiled::act_row_size(t, cols); }
+
+void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
+  if (t == WType::F32 || t == WType::F16) {
+    std::memcpy(dst, x, size_t(cols) * 4);
+    return;
+  }
+  tiled::ActBlock* out = static_cast<tiled::ActBlock*>(dst);
+  for (int64_t b = 0; b < cols / kQBlock; ++b) {
+    const int32_t sum = sse::quantize_block(x + b * kQBlock, out[b].qs, &out[b].d);
+    out[b].corr = t == WType::Q4_0 ? 8 * sum : 0;
+  }
+}
+
+void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQBlock; ++b) {
+    float d;
+    sse::quantize_block(x + b * kQBlock, dst[b].qs, &d);
+    dst[b].d = f32_to_f16_bits(d);
+  }
+}
+
+void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
+  const __m128i zero = _mm_setzero_si128();
+  for (int64_t i = 0; i < n; i += 8) {
+    __m128i h;
+    if (n - i >= 8) {
+      h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x + i));
+    } else {
+      uint16_t tmp[8] = {};
+      std::memcpy(tmp, x + i, size_t(n - i) * 2);
+      h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tmp));
+    }
+    store_n(y + i, sse::half4_to_ps<true>(_mm_unpacklo_epi16(zero, h)), n - i);
+    if (n - i > 4)
+      store_n(y + i + 4, sse::half4_to_ps<true>(_mm_unpackhi_epi16(zero, h)), n - i - 4);
+  }
+}
+
+void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m128i h = _mm_packs_epi32(sse::ps_to_half4(load_n(x + i, n - i)),
+                                      sse::ps_to_half4(load_n(x + i + 4, n - i - 4)));
+    if (n - i >= 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+    } else {
+      uint16_t tmp[8];
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(tmp), h);
+      std::memcpy(y + i, tmp, size_t(n - i) * 2);
+    }
+  }
+}
+
+void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
+  switch (t) {
+    case WType::F32:
+      std::memcpy(dst, src, size_t(cols) * 4);
+      return;
+    case WType::F16:
+      return f16_to_f32(static_cast<const uint16_t*>(src), dst, cols);
+    case WType::Q8_0:
+    case WType::Q4_0:
+      break;
+  }
+  const bool q4 = t == WType::Q4_0;
+  const uint8_t* p = static_cast<const uint8_t*>(src);
+  for (int64_t b = 0; b < cols / kQBlock; ++b, p += q4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0)) {
+    uint16_t dh;
+    std::memcpy(&dh, p, 2);
+    const __m128 d = _mm_set1_ps(f16_bits_to_f32(dh));
+    __m128i q[2];
+    if (q4) {  // low nibbles are elements 0-15, high nibbles 16-31; value n - 8
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+      const __m128i m0f = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+      q[0] = _mm_sub_epi8(_mm_and_si128(v, m0f), eight);
+      q[1] = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m0f), eight);
+    } else {
+      q[0] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2));
+      q[1] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18));
+    }
+    for (int h = 0; h < 2; ++h) {
+      __m128 f[4];
+      sse::int8x16_to_ps(q[h], f);
+      for (int j = 0; j < 4; ++j)
+        _mm_storeu_ps(dst + b * kQBlock + 16 * h + 4 * j, _mm_mul_ps(d, f[j]));
+    }
+  }
+}
+
+void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
+  __m128 ss = _mm_setzero_ps();
+  for (int64_t i = 0; i < n; i += 4) {
+    const __m128 v = load_n(x + i, n - i);
+    ss = _mm_add_ps(ss, _mm_mul_ps(v, v));
+  }
+  const float scale = 1.0f / std::sqrt(sse::hsum(ss) / float(n) + eps);
+  const __m128 vs = _mm_set1_ps(scale), off = _mm_set1_ps(w_offset);
+  for (int64_t i = 0; i < n; i += 4) {
+    const __m128 v = load_n(x + i, n - i);
+    const __m128 wv = _mm_add_ps(load_n(w + i, n - i), off);
+    store_n(out + i, _mm_mul_ps(_mm_mul_ps(v, vs), wv), n - i);
+  }
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  __m128 s0 = _mm_setzero_ps(), s1 = _mm_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    s0 = _mm_add_ps(s0, _mm_mul_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
+    s1 = _mm_add_ps(s1, _mm_mul_ps(_mm_loadu_ps(a + i + 4), _mm_loadu_ps(b + i + 4)));
+  }
+  for (; i < n; i += 4) s0 = _mm_add_ps(s0, _mm_mul_ps(load_n(a + i, n - i), load_n(b + i, n - i)));
+  return sse::hsum(_mm_add_ps(s0, s1));
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  const __m128 va = _mm_set1_ps(a);
+  for (int64_t i = 0; i < n; i += 4)
+    store_n(y + i, _mm_add_ps(load_n(y + i, n - i), _mm_mul_ps(va, load_n(x + i, n - i))), n - i);
+}
+
+void scale_f32(float* x, float s, int64_t n) {
+  const __m128 vs = _mm_set1_ps(s);
+  for (int64_t i = 0; i < n; i += 4) store_n(x + i, _mm_mul_ps(load_n(x + i, n - i), vs), n - i);
+}
+
+void add_f32(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 4)
+    store_n(out + i, _mm_add_ps(load_n(a + i, n - i), load_n(b + i, n - i)), n - i);
+}
+
+float softmax(float* x, int64_t n) {
+  if (n <= 0) return 0.0f;
+  // Lanes past the end read -inf: they leave the max alone and their exp is 0.
+  __m128 mx = _mm_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 4) mx = _mm_max_ps(mx, load_n(x + i, n - i, -INFINITY));
+  const __m128 vmax = _mm_set1_ps(sse::hmax(mx));
+  __m128 sum = _mm_setzero_ps();
+  for (int64_t i = 0; i < n; i += 4) {
+    const __m128 e = sse::exp128(_mm_sub_ps(load_n(x + i, n - i, -INFINITY), vmax));
+    store_n(x + i, e, n - i);
+    sum = _mm_add_ps(sum, e);
+  }
+  const float total = sse::hsum(sum);
+  scale_f32(x, 1.0f / total, n);
+  return total;
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 4)
+    store_n(out + i, _mm_mul_ps(sse::silu128(load_n(gate + i, n - i)), load_n(up + i, n - i)),
+            n - i);
+}
+
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 4)
+    store_n(out + i, _mm_mul_ps(sse::gelu128(load_n(gate + i, n - i)), load_n(up + i, n - i)),
+            n - i);
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
+          const float* sin) {
+  const int64_t half = rot_dim / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* x0p = x + h * head_dim;
+    float* x1p = x0p + half;
+    for (int64_t i = 0; i < half; i += 4) {
+      const int64_t k = half - i;
+      const __m128 x0 = load_n(x0p + i, k), x1 = load_n(x1p + i, k);
+      const __m128 c = load_n(cos + i, k), s = load_n(sin + i, k);
+      store_n(x0p + i, _mm_sub_ps(_mm_mul_ps(x0, c), _mm_mul_ps(x1, s)), k);
+      store_n(x1p + i, _mm_add_ps(_mm_mul_ps(x0, s), _mm_mul_ps(x1, c)), k);
+    }
+  }
+}
+
+}  // namespace krafla::kernels
