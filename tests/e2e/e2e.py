@@ -57,7 +57,15 @@ LIMITS = {"f32": ["--max-rel", "1e-4"], "q8_0": ["--max-kl", "0.01"], "q4_0": ["
 N_TOKENS = 40
 
 
+# Cross builds (Arm): ctest passes CMake's emulator (qemu-user with a -cpu model) and every
+# built executable runs under it; the Python tools still run on the host.
+EMULATOR: list[str] = []
+BIN_DIR = ""
+
+
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    if EMULATOR and os.path.abspath(os.path.dirname(cmd[0])) == BIN_DIR:
+        cmd = EMULATOR + cmd
     print("+", " ".join(cmd), flush=True)
     return subprocess.run(cmd, text=True, capture_output=True, **kw)
 
@@ -387,16 +395,59 @@ def case_guard(a, isa: str) -> None:
             print(f"ok: {exe} under -cpu {cpu}: rc={r.returncode}: {err[0]}")
 
 
+# Arm builds under qemu-user CPU models that lack part of their ISA (cortex-a53/a57: Armv8.0;
+# cortex-a76: dotprod without i8mm; cortex-a8: ARMv7 NEON without VFPv4): exit 3 and one message
+# naming the first missing feature as /proc/cpuinfo does.
+ARM_GUARD_CPU = {"sve": [("cortex-a57", "sve")],
+                 "i8mm": [("cortex-a53", "asimddp"), ("cortex-a76", "i8mm")],
+                 "dotprod": [("cortex-a53", "asimddp")],
+                 "neon32": [("cortex-a8", "vfpv4")]}
+
+
+def case_arm_guard(a, isa: str) -> None:
+    qemu = EMULATOR[0]  # qemu-aarch64 or qemu-arm, from the build's emulator
+    for cpu, feature in ARM_GUARD_CPU[isa]:
+        for exe, args in (("ml_run", ["-m", "x.mlb", "-p", "hi"]),
+                          ("ml_tok", ["x.mlt", "encode", "hi"]), ("ml_bench", ["-m", "x.mlb"])):
+            r = run([qemu, "-cpu", cpu, os.path.join(a.bin, exe)] + args)
+            err = [l for l in r.stderr.splitlines() if not l.startswith(os.path.basename(qemu) + ":")]
+            if not (r.returncode == 3 and len(err) == 1 and f"lacks {feature}," in err[0]):
+                raise SystemExit(f"FAILED: {exe} under -cpu {cpu}: rc={r.returncode} {r.stderr!r}")
+            print(f"ok: {exe} under -cpu {cpu}: {err[0]}")
+
+
+# SVE builds are vector-length agnostic: the same logits, bit for bit, at every vector length
+# qemu offers (not only powers of two); --batch 5 runs the prompt as groups of 4 tokens and 1.
+SVE_VLS = (128, 256, 384, 512, 1024, 2048)
+
+
+def case_sve_vl(a, model: str, quant: str) -> None:
+    ids = ",".join(map(str, prompt_ids(a.work, model)))
+    got = {}
+    for vl in SVE_VLS:
+        out = os.path.join(a.work, f"{model}-{quant}-vl{vl}.npy")
+        must(["qemu-aarch64", "-cpu", f"max,sve-default-vector-length={vl // 8}",
+              os.path.join(a.bin, "ml_run"), "-m", mlb(a.work, model, quant), "--tokens", ids,
+              "--batch", "5", "-t", "2", "--logits", out])
+        got[vl] = np.load(out)
+    for vl in SVE_VLS[1:]:
+        same(got[SVE_VLS[0]], got[vl], f"{model}-{quant} VL {SVE_VLS[0]} vs {vl} bits")
+
+
 def main() -> None:
+    global EMULATOR, BIN_DIR
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
     p.add_argument("--work", required=True)
+    p.add_argument("--emulator", default="", help="command prefix for the built executables")
     p.add_argument("case")
     a = p.parse_args()
+    EMULATOR, BIN_DIR = a.emulator.split(), os.path.abspath(a.bin)
     kind, *rest = a.case.split(":")
     {"setup": case_setup, "logits": case_logits, "threads": case_threads, "batch": case_batch,
      "lengths": case_lengths, "big": case_big, "packcache": case_packcache,
-     "badfiles": case_badfiles, "cli": case_cli, "llama2c": case_llama2c, "guard": case_guard}[kind](a, *rest)
+     "badfiles": case_badfiles, "cli": case_cli, "llama2c": case_llama2c, "guard": case_guard,
+     "armguard": case_arm_guard, "svevl": case_sve_vl}[kind](a, *rest)
 
 
 if __name__ == "__main__":
