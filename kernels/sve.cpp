@@ -1,0 +1,401 @@
+// SVE kernels, vector-length agnostic: nothing assumes a vector length, so one binary runs on
+// 128- to 2048-bit implementations. The row tile is one vector of int32 lanes (row_tile() =
+// svcntw(), read at run time), which makes every matmul loop a whole number of full vectors:
+//  * F32/F16: a tile column is one vector; fma with the broadcast activation element.
+//  * Q8_0/Q4_0: one record per (tile, block): kTile f16 scales, then the quants as vectors of
+//    kTile dwords, dword lane r = 4 consecutive quant bytes of row r (Q8_0: 8 vectors, Q4_0:
+//    4, their low nibbles elements 4k.., high nibbles 16+4k..). svdot_lane multiplies each lane
+//    with activation group k of the 16 bytes svld1rq replicates into every 128-bit segment, so
+//    each lane ends the block with its row's exact int32 sum: no horizontal reductions.
+//    Q4_0 nibbles are packed signed (n xor 8): v << 4 and v & 0xf0 are 16x the signed nibbles.
+//  * acc = fma(float(isum_b), d_w*d_a, acc) per block in the row's lane: the same bits for any
+//    token grouping, row range and vector length.
+// The packed layout depends on the vector length of the machine that packs; packing happens at
+// load on the machine that runs, but a pack cache would have to key on row_tile().
+// Sizeless SVE types cannot form arrays, so token groups are unrolled by hand (up to 4).
+#include <arm_sve.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/common.h"
+#include "kernels/kernels.h"
+#include "kernels/tiled.h"
+
+namespace krafla::kernels {
+namespace {
+
+using tiled::ActBlock;
+using tiled::imin;
+
+int64_t tile_rows() { return int64_t(svcntw()); }
+int64_t n_tiles(int64_t rows) { return (rows + tile_rows() - 1) / tile_rows(); }
+
+size_t rec_bytes(bool q4) { return size_t(tile_rows()) * (q4 ? 18 : 34); }  // (tile, block)
+
+size_t tile_bytes(WType t, int64_t cols) {
+  switch (t) {
+    case WType::F32:
+      return size_t(cols) * tile_rows() * 4;
+    case WType::F16:
+      return size_t(cols) * tile_rows() * 2;
+    case WType::Q8_0:
+      return size_t(cols / kQBlock) * rec_bytes(false);
+    case WType::Q4_0:
+      return size_t(cols / kQBlock) * rec_bytes(true);
+  }
+  return 0;
+}
+
+// Row `src` (stored layout) into lane `lane` of `tile`.
+void pack_row(WType t, const uint8_t* src, int64_t cols, int64_t lane, uint8_t* tile) {
+  const int64_t kt = tile_rows();
+  if (t == WType::F32 || t == WType::F16) {
+    const int es = t == WType::F32 ? 4 : 2;
+    for (int64_t c = 0; c < cols; ++c) std::memcpy(tile + (c * kt + lane) * es, src + c * es, es);
+    return;
+  }
+  const bool q4 = t == WType::Q4_0;
+  const size_t src_blk = q4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const uint8_t flip = q4 ? 0x88 : 0x00;
+  for (int64_t b = 0; b < cols / kQBlock; ++b) {
+    const uint8_t* blk = src + b * src_blk;
+    uint8_t* rec = tile + b * rec_bytes(q4);
+    std::memcpy(rec + lane * 2, blk, 2);
+    for (int g = 0; g < (q4 ? 4 : 8); ++g) {
+      uint8_t* dst = rec + 2 * kt + (g * kt + lane) * 4;
+      for (int j = 0; j < 4; ++j) dst[j] = blk[2 + 4 * g + j] ^ flip;
+    }
+  }
+}
+
+// ---- matmul ----
+
+// One quant vector pair: group k against activation group k of each 16-byte half.
+template <bool kQ4, int K>
+inline void dot_step(const int8_t* q, int64_t gstride, svint8_t al, svint8_t ah, svint32_t& s0,
+                     svint32_t& s1) {
+  const svbool_t all = svptrue_b8();
+  svint8_t w0, w1;
+  if constexpr (kQ4) {
+    const svint8_t v = svld1_s8(all, q + K * gstride);
+    w0 = svlsl_n_s8_x(all, v, 4);
+    w1 = svand_n_s8_x(all, v, int8_t(-16));
+  } else {
+    w0 = svld1_s8(all, q + K * gstride);
+    w1 = svld1_s8(all, q + (K + 4) * gstride);
+  }
+  s0 = svdot_lane_s32(s0, w0, al, K);
+  s1 = svdot_lane_s32(s1, w1, ah, K);
+}
+
+// acc + float(isum) * (d_w * d_a) for one token and one (tile, block) record.
+template <bool kQ4>
+inline svfloat32_t fold_block(svfloat32_t acc, const uint8_t* rec, svfloat32_t dw,
+                              const ActBlock& a) {
+  const svbool_t all = svptrue_b8(), pw = svptrue_b32();
+  const int64_t kt = tile_rows();
+  const int8_t* q = reinterpret_cast<const int8_t*>(rec + 2 * kt);
+  const svint8_t al = svld1rq_s8(all, a.qs), ah = svld1rq_s8(all, a.qs + 16);
+  svint32_t s0 = svdup_n_s32(0), s1 = svdup_n_s32(0);
+  dot_step<kQ4, 0>(q, 4 * kt, al, ah, s0, s1);
+  dot_step<kQ4, 1>(q, 4 * kt, al, ah, s0, s1);
+  dot_step<kQ4, 2>(q, 4 * kt, al, ah, s0, s1);
+  dot_step<kQ4, 3>(q, 4 * kt, al, ah, s0, s1);
+  svint32_t isum = svadd_s32_x(pw, s0, s1);
+  if constexpr (kQ4) isum = svasr_n_s32_x(pw, isum, 4);
+  return svmla_f32_x(pw, acc, svcvt_f32_s32_x(pw, isum), svmul_n_f32_x(pw, dw, a.d));
+}
+
+inline svfloat32_t scales(const uint8_t* rec) {
+  const svbool_t pw = svptrue_b32();
+  const svuint32_t h = svld1uh_u32(pw, reinterpret_cast<const uint16_t*>(rec));
+  return svcvt_f32_f16_x(pw, svreinterpret_f16_u32(h));
+}
+
+// Tokens [0, n) (n <= 4) of one tile; the weight records come from L1 again for each token.
+template <bool kQ4>
+void q_tile(const uint8_t* tile, int64_t nb, const ActBlock* const* a, int n, float* out,
+            int64_t ld_out, svbool_t store) {
+  const size_t rec = rec_bytes(kQ4);
+  svfloat32_t acc0 = svdup_n_f32(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* r = tile + b * rec;
+    svprfb(svptrue_b8(), r + 8 * rec, SV_PLDL1KEEP);
+    const svfloat32_t dw = scales(r);
+    acc0 = fold_block<kQ4>(acc0, r, dw, a[0][b]);
+    if (n > 1) acc1 = fold_block<kQ4>(acc1, r, dw, a[1][b]);
+    if (n > 2) acc2 = fold_block<kQ4>(acc2, r, dw, a[2][b]);
+    if (n > 3) acc3 = fold_block<kQ4>(acc3, r, dw, a[3][b]);
+  }
+  svst1_f32(store, out, acc0);
+  if (n > 1) svst1_f32(store, out + ld_out, acc1);
+  if (n > 2) svst1_f32(store, out + 2 * ld_out, acc2);
+  if (n > 3) svst1_f32(store, out + 3 * ld_out, acc3);
+}
+
+inline svfloat32_t column(const uint8_t* tile, int64_t c, bool f16) {
+  const svbool_t pw = svptrue_b32();
+  const int64_t kt = tile_rows();
+  if (f16) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(tile) + c * kt;
+    return svcvt_f32_f16_x(pw, svreinterpret_f16_u32(svld1uh_u32(pw, p)));
+  }
+  return svld1_f32(pw, reinterpret_cast<const float*>(tile) + c * kt);
+}
+
+void f_tile(const uint8_t* tile, int64_t cols, bool f16, const float* const* x, int n, float* out,
+            int64_t ld_out, svbool_t store) {
+  const svbool_t pw = svptrue_b32();
+  svfloat32_t acc0 = svdup_n_f32(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  for (int64_t c = 0; c < cols; ++c) {
+    const svfloat32_t w = column(tile, c, f16);
+    acc0 = svmla_n_f32_x(pw, acc0, w, x[0][c]);
+    if (n > 1) acc1 = svmla_n_f32_x(pw, acc1, w, x[1][c]);
+    if (n > 2) acc2 = svmla_n_f32_x(pw, acc2, w, x[2][c]);
+    if (n > 3) acc3 = svmla_n_f32_x(pw, acc3, w, x[3][c]);
+  }
+  svst1_f32(store, out, acc0);
+  if (n > 1) svst1_f32(store, out + ld_out, acc1);
+  if (n > 2) svst1_f32(store, out + 2 * ld_out, acc2);
+  if (n > 3) svst1_f32(store, out + 3 * ld_out, acc3);
+}
+
+// ---- vector math ----
+
+// Cephes' expf polynomial on r = x - n*ln2, 2^n built in the exponent field; inputs below
+// -87 (where 2^n would leave the normal range) give 0. ~2 ulp.
+inline svfloat32_t exp_v(svbool_t pg, svfloat32_t x) {
+  const svbool_t tiny = svcmplt_n_f32(pg, x, -87.0f);
+  x = svmin_n_f32_x(pg, svmax_n_f32_x(pg, x, -87.0f), 88.0f);
+  const svfloat32_t n = svrintn_f32_x(pg, svmul_n_f32_x(pg, x, 1.44269504088896341f));
+  svfloat32_t r = svmls_n_f32_x(pg, x, n, 0.693359375f);
+  r = svmls_n_f32_x(pg, r, n, -2.12194440e-4f);
+  svfloat32_t p = svdup_n_f32(1.9875691500E-4f);
+  p = svmad_n_f32_x(pg, p, r, 1.3981999507E-3f);
+  p = svmad_n_f32_x(pg, p, r, 8.3334519073E-3f);
+  p = svmad_n_f32_x(pg, p, r, 4.1665795894E-2f);
+  p = svmad_n_f32_x(pg, p, r, 1.6666665459E-1f);
+  p = svmad_n_f32_x(pg, p, r, 5.0000001201E-1f);
+  const svfloat32_t y = svadd_n_f32_x(pg, svmla_f32_x(pg, r, p, svmul_f32_x(pg, r, r)), 1.0f);
+  const svint32_t e = svlsl_n_s32_x(pg, svadd_n_s32_x(pg, svcvt_s32_f32_x(pg, n), 127), 23);
+  const svfloat32_t v = svmul_f32_x(pg, y, svreinterpret_f32_s32(e));
+  return svsel_f32(tiny, svdup_n_f32(0.0f), v);
+}
+
+inline svfloat32_t silu_v(svbool_t pg, svfloat32_t g) {
+  return svdiv_f32_x(pg, g, svadd_n_f32_x(pg, exp_v(pg, svneg_f32_x(pg, g)), 1.0f));
+}
+
+// 0.5*g*(1 + tanh(y)) == g / (1 + exp(-2y)): the sigmoid form has no cancellation for g < 0.
+inline svfloat32_t gelu_v(svbool_t pg, svfloat32_t g) {
+  const svfloat32_t g3 = svmul_f32_x(pg, svmul_f32_x(pg, g, g), g);
+  const svfloat32_t y2 =
+      svmul_n_f32_x(pg, svmla_n_f32_x(pg, g, g3, 0.044715f), -2.0f * 0.7978845608028654f);
+  return svdiv_f32_x(pg, g, svadd_n_f32_x(pg, exp_v(pg, y2), 1.0f));
+}
+
+inline svbool_t lanes(int64_t i, int64_t n) { return svwhilelt_b32_s64(i, n); }
+
+}  // namespace
+
+const char* isa_name() { return "sve"; }
+const char* missing_cpu_feature() { return cpu_missing_for("sve"); }
+
+int row_tile() { return int(tile_rows()); }
+
+size_t packed_size(WType t, int64_t rows, int64_t cols) {
+  return size_t(n_tiles(rows)) * tile_bytes(t, cols);
+}
+
+void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, void* dst) {
+  const int64_t kt = tile_rows();
+  const size_t rb = row_bytes(t, cols), tb = tile_bytes(t, cols);
+  for (int64_t i = r0 / kt; i < n_tiles(r1); ++i) {
+    uint8_t* tile = static_cast<uint8_t*>(dst) + i * tb;
+    std::memset(tile, 0, tb);
+    for (int64_t lane = 0; lane < kt && i * kt + lane < rows; ++lane)
+      pack_row(t, static_cast<const uint8_t*>(src) + (i * kt + lane) * rb, cols, lane, tile);
+  }
+}
+
+size_t act_row_size(WType t, int64_t cols) { return tiled::act_row_size(t, cols); }
+
+void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
+  if (t == WType::F32 || t == WType::F16) {
+    std::memcpy(dst, x, size_t(cols) * 4);
+    return;
+  }
+  ActBlock* out = static_cast<ActBlock*>(dst);
+  const int64_t vl = svcntw();
+  for (int64_t b = 0; b < cols / kQBlock; ++b) {
+    const float* xb = x + b * kQBlock;
+    svfloat32_t amax = svdup_n_f32(0.0f);
+    for (int64_t i = 0; i < kQBlock; i += vl) {
+      const svbool_t pg = lanes(i, kQBlock);
+      amax = svmax_f32_m(pg, amax, svabs_f32_x(pg, svld1_f32(pg, xb + i)));
+    }
+    const float d = svmaxv_f32(svptrue_b32(), amax) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int64_t i = 0; i < kQBlock; i += vl) {
+      const svbool_t pg = lanes(i, kQBlock);
+      const svfloat32_t q = svrintn_f32_x(pg, svmul_n_f32_x(pg, svld1_f32(pg, xb + i), id));
+      svst1b_s32(pg, out[b].qs + i, svcvt_s32_f32_x(pg, q));  // |q| <= 127: exact bytes
+    }
+    out[b].d = d;
+    out[b].corr = 0;
+  }
+}
+
+void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
+            const void* act, int64_t n_tok, float* out, int64_t ld_out) {
+  if (r1 <= r0 || n_tok <= 0) return;
+  const int64_t kt = tile_rows();
+  const size_t tb = tile_bytes(t, cols), ab = act_row_size(t, cols);
+  const uint8_t* a8 = static_cast<const uint8_t*>(act);
+  for (int64_t i = r0 / kt; i < n_tiles(r1); ++i) {
+    const uint8_t* tile = static_cast<const uint8_t*>(packed) + i * tb;
+    const svbool_t store = lanes(i * kt, r1);
+    for (int64_t tok = 0; tok < n_tok; tok += 4) {
+      const int n = int(imin(4, n_tok - tok));
+      float* o = out + tok * ld_out + i * kt;
+      if (t == WType::F32 || t == WType::F16) {
+        const float* x[4];
+        for (int u = 0; u < n; ++u) x[u] = reinterpret_cast<const float*>(a8 + (tok + u) * ab);
+        f_tile(tile, cols, t == WType::F16, x, n, o, ld_out, store);
+      } else {
+        const ActBlock* a[4];
+        for (int u = 0; u < n; ++u) a[u] = reinterpret_cast<const ActBlock*>(a8 + (tok + u) * ab);
+        if (t == WType::Q4_0) {
+          q_tile<true>(tile, cols / kQBlock, a, n, o, ld_out, store);
+        } else {
+          q_tile<false>(tile, cols / kQBlock, a, n, o, ld_out, store);
+        }
+      }
+    }
+  }
+}
+
+void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
+  if (t == WType::F16) return f16_to_f32(static_cast<const uint16_t*>(src), dst, cols);
+  scalar::dequantize_row(t, src, dst, cols);
+}
+
+void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) {
+  scalar::quantize_row_q8_0(x, dst, cols);
+}
+
+void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += svcntw()) {
+    const svbool_t pg = lanes(i, n);
+    const svfloat16_t h = svreinterpret_f16_u32(svld1uh_u32(pg, x + i));
+    svst1_f32(pg, y + i, svcvt_f32_f16_x(pg, h));
+  }
+}
+
+void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += svcntw()) {
+    const svbool_t pg = lanes(i, n);
+    const svfloat16_t h = svcvt_f16_f32_x(pg, svld1_f32(pg, x + i));
+    svst1h_u32(pg, y + i, svreinterpret_u32_f16(h));  // the half sits in each lane's low bits
+  }
+}
+
+void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
+  svfloat32_t ss = svdup_n_f32(0.0f);
+  for (int64_t i = 0; i < n; i += svcntw()) {
+    const svbool_t pg = lanes(i, n);
+    const svfloat32_t v = svld1_f32(pg, x + i);
+    ss = svmla_f32_m(pg, ss, v, v);
+  }
+  const float scale = 1.0f / std::sqrt(svaddv_f32(svptrue_b32(), ss) / float(n) + eps);
+  for (int64_t i = 0; i < n; i += svcntw()) {
+    const svbool_t pg = lanes(i, n);
+    const svfloat32_t v = svmul_n_f32_x(pg, svld1_f32(pg, x + i), scale);
+    svst1_f32(pg, out + i, svmul_f32_x(pg, v, svadd_n_f32_x(pg, svld1_f32(pg, w + i), w_offset)));
+  }
+}
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  svfloat32_t s = svdup_n_f32(0.0f);
+  for (int64_t i = 0; i < n; i += svcntw()) {
+    const svbool_t pg = lanes(i, n);
+    s = svmla_f32_m(pg, s, svld1_f32(pg, a + i), svld1_f32(pg, b + i));
+  }
+  return svaddv_f32(svptrue_b32(), s);
+}
+
+void axpy_f32(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += svcntw()) {
+    const svbool_t pg = lanes(i, n);
+    svst1_f32(pg, y + i, svmla_n_f32_x(pg, svld1_f32(pg, y + i), svld1_f32(pg, x + i), a));
+  }
+}
+
+void scale_f32(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; i += svcntw()) {
+    const svbool_t pg = lanes(i, n);
+    svst1_f32(pg, x + i, svmul_n_f32_x(pg, svld1_f32(pg, x + i), s));
+  }
+}
+
+void add_f32(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += svcntw()) {
+    const svbool_t pg = lanes(i, n);
+    svst1_f32(pg, out + i, svadd_f32_x(pg, svld1_f32(pg, a + i), svld1_f32(pg, b + i)));
+  }
+}
+
+float softmax(float* x, int64_t n) {
+  if (n <= 0) return 0.0f;
+  svfloat32_t mx = svdup_n_f32(-INFINITY);
+  for (int64_t i = 0; i < n; i += svcntw()) {
+    const svbool_t pg = lanes(i, n);
+    mx = svmax_f32_m(pg, mx, svld1_f32(pg, x + i));
+  }
+  const float vmax = svmaxv_f32(svptrue_b32(), mx);
+  svfloat32_t sum = svdup_n_f32(0.0f);
+  for (int64_t i = 0; i < n; i += svcntw()) {
+    const svbool_t pg = lanes(i, n);
+    const svfloat32_t e = exp_v(pg, svsub_n_f32_x(pg, svld1_f32(pg, x + i), vmax));
+    svst1_f32(pg, x + i, e);
+    sum = svadd_f32_m(pg, sum, e);
+  }
+  const float total = svaddv_f32(svptrue_b32(), sum);
+  scale_f32(x, 1.0f / total, n);
+  return total;
+}
+
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += svcntw()) {
+    const svbool_t pg = lanes(i, n);
+    svst1_f32(pg, out + i, svmul_f32_x(pg, silu_v(pg, svld1_f32(pg, gate + i)),
+                                       svld1_f32(pg, up + i)));
+  }
+}
+
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += svcntw()) {
+    const svbool_t pg = lanes(i, n);
+    svst1_f32(pg, out + i, svmul_f32_x(pg, gelu_v(pg, svld1_f32(pg, gate + i)),
+                                       svld1_f32(pg, up + i)));
+  }
+}
+
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
+          const float* sin) {
+  const int64_t half = rot_dim / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* x0p = x + h * head_dim;
+    float* x1p = x0p + half;
+    for (int64_t i = 0; i < half; i += svcntw()) {
+      const svbool_t pg = lanes(i, half);
+      const svfloat32_t x0 = svld1_f32(pg, x0p + i), x1 = svld1_f32(pg, x1p + i);
+      const svfloat32_t c = svld1_f32(pg, cos + i), s = svld1_f32(pg, sin + i);
+      svst1_f32(pg, x0p + i, svmls_f32_x(pg, svmul_f32_x(pg, x0, c), x1, s));
+      svst1_f32(pg, x1p + i, svmla_f32_x(pg, svmul_f32_x(pg, x1, c), x0, s));
+    }
+  }
+}
+
+}  // namespace krafla::kernels
