@@ -35,7 +35,8 @@ using tiled::ActBlock;
 using tiled::imin;
 constexpr size_t kQ4Rec = L::kQ4Rec, kQ8Rec = L::kQ8Rec;  // (tile, block) record bytes
 // Decode prefetch distance, in (tile, block) records ahead of use in each tile stream. 2-8
-// measured alike (+15-30% over no prefetch on Zen 4); 16+ starts to lose.
+// measured alike (+15-30% over no prefetch on Zen 4); 16+ starts to lose. On Zen 5: avx2
+// +42-65% on Q8_0/Q4_0 decode, avxvnni +20-40% on Q4_0 and even on Q8_0.
 constexpr size_t kPrefetchRecs = 8;
 
 inline __m256i lane_mask(int64_t n) {  // lanes < n all-ones

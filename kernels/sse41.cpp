@@ -16,6 +16,9 @@ using sse::bcast4;
 using tiled::ActBlock;
 
 struct Sse41Dot {
+  // Decode prefetch distance in (tile, block) records: +18-45% Q8_0/Q4_0 decode on Zen 5.
+  static constexpr size_t kPrefetchRecs = 8;
+
   template <bool kQ4, int R, int T>
   static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                     __m128i (&ia)[R][T]) {
