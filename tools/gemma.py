@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 
 import convert_tokenizer as ctok
-from hf_config import ConvertError, compute_rope
+from hf_config import ConvertError, compute_rope, text_part
 import safetensors_io as st
 
 MODEL_TYPES = {"gemma2": "Gemma2ForCausalLM", "gemma3_text": "Gemma3ForCausalLM",
@@ -72,22 +72,8 @@ def text_config(cfg: dict[str, Any]) -> tuple[dict[str, Any], str]:
     mt = cfg.get("model_type")
     if mt not in MODEL_TYPES:
         raise ConvertError(f"config.json: model_type '{mt}' is not a Gemma 2/3 type ({', '.join(MODEL_TYPES)})")
-    archs = cfg.get("architectures") or [MODEL_TYPES[mt]]
-    if archs != [MODEL_TYPES[mt]]:
-        raise ConvertError(f"config.json: architectures {archs} is not supported for model_type {mt} "
-                           f"({MODEL_TYPES[mt]})")
-    if mt == "gemma3":
-        tc = cfg.get("text_config") or {}
-        if not isinstance(tc, dict):
-            raise ConvertError("config.json: text_config is not an object")
-        if tc.get("model_type", "gemma3_text") != "gemma3_text":
-            raise ConvertError(f"config.json: text_config.model_type '{tc.get('model_type')}' is not gemma3_text")
-        text, where = dict(DEFAULTS["gemma3_text"]), "text_config."
-        text.update(tc)
-    else:
-        text, where = dict(DEFAULTS[mt]), ""
-        text.update(cfg)
-    text["_where"] = where
+    text = text_part(cfg, MODEL_TYPES, "gemma3", "gemma3_text",
+                     DEFAULTS["gemma3_text" if mt == "gemma3" else mt])
     return text, ("gemma2" if mt == "gemma2" else "gemma3")
 
 

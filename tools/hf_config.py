@@ -124,6 +124,29 @@ def compute_rope(cfg: dict[str, Any], head_dim: int) -> tuple[list[float], float
 
 # ---------------------------------------------------------------- config
 
+def text_part(cfg: dict[str, Any], classes: dict[str, str], wrapper: str, text_type: str,
+              defaults: dict[str, Any]) -> dict[str, Any]:
+    """The language model's config of a checkpoint whose model_type is a key of `classes` (the
+    transformers class each must name in `architectures`), with the class defaults filled in.
+    The image-text type `wrapper` keeps it under text_config (whose model_type must be
+    `text_type`); "_where" is that prefix, for messages."""
+    mt = cfg.get("model_type")
+    archs = cfg.get("architectures") or [classes[mt]]
+    if archs != [classes[mt]]:
+        raise ConvertError(f"config.json: architectures {archs} is not supported for model_type {mt} "
+                           f"({classes[mt]})")
+    text, where, src = dict(defaults), "", cfg
+    if mt == wrapper:
+        src, where = cfg.get("text_config") or {}, "text_config."
+        if not isinstance(src, dict):
+            raise ConvertError("config.json: text_config is not an object")
+        if src.get("model_type", text_type) != text_type:
+            raise ConvertError(f"config.json: text_config.model_type '{src.get('model_type')}' is not {text_type}")
+    text.update(src)
+    text["_where"] = where
+    return text
+
+
 def _req(cfg: dict[str, Any], key: str) -> Any:
     if key not in cfg or cfg[key] is None:
         raise ConvertError(f"config.json: missing '{key}'")

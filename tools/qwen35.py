@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 import convert_tokenizer as ctok
-from hf_config import ConvertError
+from hf_config import ConvertError, text_part
 import safetensors_io as st
 
 MODEL_TYPES = {"qwen3_5": "Qwen3_5ForConditionalGeneration", "qwen3_5_text": "Qwen3_5ForCausalLM"}
@@ -51,24 +51,7 @@ def is_qwen35(cfg: dict[str, Any]) -> bool:
 
 
 def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    mt = cfg.get("model_type")
-    archs = cfg.get("architectures") or [MODEL_TYPES[mt]]
-    if archs != [MODEL_TYPES[mt]]:
-        raise ConvertError(f"config.json: architectures {archs} is not supported for model_type {mt} "
-                           f"({MODEL_TYPES[mt]})")
-    if mt == "qwen3_5":
-        tc = cfg.get("text_config") or {}
-        if not isinstance(tc, dict):
-            raise ConvertError("config.json: text_config is not an object")
-        if tc.get("model_type", "qwen3_5_text") != "qwen3_5_text":
-            raise ConvertError(f"config.json: text_config.model_type '{tc.get('model_type')}' is not qwen3_5_text")
-        text, where = dict(DEFAULTS), "text_config."
-        text.update({k: v for k, v in tc.items() if v is not None or k in ("layer_types",)})
-    else:
-        text, where = dict(DEFAULTS), ""
-        text.update({k: v for k, v in cfg.items() if v is not None or k in ("layer_types",)})
-    text["_where"] = where
-    return text
+    return text_part(cfg, MODEL_TYPES, "qwen3_5", "qwen3_5_text", DEFAULTS)
 
 
 def _check_features(text: dict[str, Any]) -> None:
