@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: dependencies, then for each ISA preset this CPU runs natively
 # (KRAFLA_TEST_PRESETS overrides), build and run ctest (kernels vs scalar vs double
-# reference, unit, tokenizer parity, end-to-end logits vs the numpy reference, server).
+# reference, unit, tokenizer parity, end-to-end logits vs the numpy reference, server). The
+# "long" label (the Qwen3.5-0.8B-shaped check) is left to `ctest --preset P -L long`; every
+# other ISA level is scripts/test_all_isas.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -13,10 +15,10 @@ for p in $presets; do
   echo "=== preset $p ==="
   scripts/build.sh "$p" >/dev/null
   if [ $first = 1 ]; then
-    ctest --preset "$p" -j "$(nproc)" || status=1
+    ctest --preset "$p" -j "$(nproc)" -LE long || status=1
   else
     # The tokenizer, Python-tool and server tests do not depend on the kernels: run them once.
-    ctest --preset "$p" -j "$(nproc)" -LE "tokenizer|python|server" || status=1
+    ctest --preset "$p" -j "$(nproc)" -LE "tokenizer|python|server|long" || status=1
   fi
   first=0
 done
