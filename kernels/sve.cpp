@@ -10,8 +10,8 @@
 //    Q4_0 nibbles are packed signed (n xor 8): v << 4 and v & 0xf0 are 16x the signed nibbles.
 //  * acc = fma(float(isum_b), d_w*d_a, acc) per block in the row's lane: the same bits for any
 //    token grouping, row range and vector length.
-// The packed layout depends on the vector length of the machine that packs; packing happens at
-// load on the machine that runs, but a pack cache would have to key on row_tile().
+// The packed layout depends on the vector length of the machine that packs; the pack cache
+// (src/io/pack_cache.cpp) records row_tile() and repacks when it differs.
 // Sizeless SVE types cannot form arrays, so token groups are unrolled by hand (up to 4).
 #include <arm_sve.h>
 

@@ -18,7 +18,7 @@ case "$(uname -m)" in
     has i8mm asimddp && cands+=(i8mm)
     has asimddp && cands+=(dotprod)
     cands+=(neon) ;;
-  armv7l) has neon && cands+=(neon32) ;;
+  armv7l) has neon vfpv4 && cands+=(neon32) ;;
 esac
 cands+=(scalar)
 out=()
