@@ -1,4 +1,5 @@
-// Single-thread kernel micro-benchmarks at TinyLlama shapes (dim 2048, ffn 5632, vocab 32000).
+// Single-thread kernel micro-benchmarks at TinyLlama shapes (dim 2048, ffn 5632, vocab 32000),
+// and the gated delta rule step at Qwen3.5's.
 // Decode (n_tok = 1) cycles through enough copies of the packed matrix to overflow the caches,
 // so its GB/s is the weight stream a real forward sees; prefill (n_tok = 128) reuses one copy
 // and reports GFLOP/s (2 * rows * cols * n_tok).
@@ -78,6 +79,47 @@ void bm_quantize_act(benchmark::State& state) {
                          benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
+// The gated delta rule step at Qwen3.5-0.8B's head shape (dk = dv = 128), cycling through the
+// 18 linear layers x 16 value heads of state one decode token touches (18 MiB): the fused
+// kernel against the same step composed of scale_f32/axpy_f32 (two full passes over the state,
+// what src/ops/delta.cpp did before delta_step existed). GB/s counts the state read + written.
+void composed_step(float* S, const float* q, const float* k, const float* v, float decay,
+                   float beta, int64_t dk, int64_t dv, float* tmp, float* out) {
+  std::memset(tmp, 0, sizeof(float) * dv);
+  for (int64_t i = 0; i < dk; ++i) {
+    scale_f32(S + i * dv, decay, dv);
+    axpy_f32(k[i], S + i * dv, tmp, dv);
+  }
+  for (int64_t j = 0; j < dv; ++j) tmp[j] = beta * (v[j] - tmp[j]);
+  std::memset(out, 0, sizeof(float) * dv);
+  for (int64_t i = 0; i < dk; ++i) {
+    axpy_f32(k[i], tmp, S + i * dv, dv);
+    axpy_f32(q[i], S + i * dv, out, dv);
+  }
+}
+
+void bm_delta_step(benchmark::State& state, bool fused) {
+  constexpr int64_t dk = 128, dv = 128, heads = 18 * 16;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-0.1f, 0.1f);
+  std::vector<float> S(size_t(heads) * dk * dv), q(dk), k(dk), v(dv), tmp(dv), out(dv);
+  for (auto* vec : {&S, &q, &k, &v})
+    for (auto& x : *vec) x = u(rng);
+  int64_t h = 0;
+  for (auto _ : state) {
+    float* s = &S[size_t(h) * dk * dv];
+    if (fused)
+      delta_step(s, q.data(), k.data(), v.data(), 0.99f, 0.5f, dk, dv, out.data());
+    else
+      composed_step(s, q.data(), k.data(), v.data(), 0.99f, 0.5f, dk, dv, tmp.data(), out.data());
+    benchmark::ClobberMemory();
+    h = (h + 1) % heads;
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(double(state.iterations()) * 2.0 * 4.0 * dk * dv,
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (int64_t n_tok : {1, 128})
     for (auto [rows, cols] :
@@ -94,6 +136,8 @@ BENCHMARK_CAPTURE(bm_matmul, F16, WType::F16)
     ->ArgNames({"rows", "cols", "n_tok"})
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(bm_quantize_act)->Arg(2048)->Arg(5632);
+BENCHMARK_CAPTURE(bm_delta_step, fused, true)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(bm_delta_step, composed, false)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace krafla::kernels

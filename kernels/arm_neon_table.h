@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "kernels/common.h"
+#include "kernels/delta_step.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
 
@@ -449,6 +450,27 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
 void scale_f32(float* x, float s, int64_t n) {
   for (int64_t i = 0; i < n; i += 4)
     arm::store_n(x + i, vmulq_n_f32(arm::load_n(x + i, n - i), s), n - i);
+}
+
+namespace {
+struct Qreg {  // vfmaq_f32: fused on AArch64 and on ARMv7 with VFPv4 (the neon32 guard's floor)
+  using F = float32x4_t;
+  static int64_t width() { return 4; }
+  static F zero() { return vdupq_n_f32(0.0f); }
+  static F set1(float x) { return vdupq_n_f32(x); }
+  static F load(const float* p) { return vld1q_f32(p); }
+  static void store(float* p, F x) { vst1q_f32(p, x); }
+  static F load_n(const float* p, int64_t n) { return arm::load_n(p, n); }
+  static void store_n(float* p, F x, int64_t n) { arm::store_n(p, x, n); }
+  static F mul(F a, F b) { return vmulq_f32(a, b); }
+  static F sub(F a, F b) { return vsubq_f32(a, b); }
+  static F fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
+};
+}  // namespace
+
+void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
+                float beta, int64_t dk, int64_t dv, float* out) {
+  detail::delta_step<Qreg>(S, q, k, v, decay, beta, dk, dv, out);
 }
 
 void add_f32(const float* a, const float* b, float* out, int64_t n) {

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "kernels/common.h"
+#include "kernels/delta_step.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
 
@@ -332,6 +333,27 @@ void scale_f32(float* x, float s, int64_t n) {
     const __mmask16 m = tail_mask(n - i);
     _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs));
   }
+}
+
+namespace {
+struct Zmm {
+  using F = __m512;
+  static int64_t width() { return 16; }
+  static F zero() { return _mm512_setzero_ps(); }
+  static F set1(float x) { return _mm512_set1_ps(x); }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
+  static F load_n(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(tail_mask(n), p); }
+  static void store_n(float* p, F x, int64_t n) { _mm512_mask_storeu_ps(p, tail_mask(n), x); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+};
+}  // namespace
+
+void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
+                float beta, int64_t dk, int64_t dv, float* out) {
+  detail::delta_step<Zmm>(S, q, k, v, decay, beta, dk, dv, out);
 }
 
 void add_f32(const float* a, const float* b, float* out, int64_t n) {

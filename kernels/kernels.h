@@ -75,6 +75,10 @@ size_t row_bytes(WType t, int64_t cols);
   /* y += a * x */                                                                               \
   void axpy_f32(float a, const float* x, float* y, int64_t n);                                   \
   void scale_f32(float* x, float s, int64_t n);                                                  \
+  /* One token of the gated delta rule on one head's state S [dk][dv] (row i: key dim i):      \
+       S *= decay;  d = beta * (v - S^T k);  S += k d^T;  out = S^T q   (out: dv floats). */   \
+  void delta_step(float* S, const float* q, const float* k, const float* v, float decay,       \
+                  float beta, int64_t dk, int64_t dv, float* out);                             \
   void add_f32(const float* a, const float* b, float* out, int64_t n); /* out may alias */       \
   /* x = exp(x - max) / sum; returns the sum before normalisation */                             \
   float softmax(float* x, int64_t n);                                                            \

@@ -178,6 +178,33 @@ void add_f32(const float* a, const float* b, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
+// Column by column (columns of S are independent), in strips of 8 so that the inner loops
+// run along rows.
+void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
+                float beta, int64_t dk, int64_t dv, float* out) {
+  constexpr int64_t kStrip = 8;
+  for (int64_t j0 = 0; j0 < dv; j0 += kStrip) {
+    const int64_t w = std::min(kStrip, dv - j0);
+    float p[kStrip] = {}, d[kStrip], o[kStrip] = {};
+    for (int64_t i = 0; i < dk; ++i) {
+      float* s = S + i * dv + j0;
+      for (int64_t j = 0; j < w; ++j) {
+        s[j] *= decay;
+        p[j] += k[i] * s[j];
+      }
+    }
+    for (int64_t j = 0; j < w; ++j) d[j] = beta * (v[j0 + j] - p[j]);
+    for (int64_t i = 0; i < dk; ++i) {
+      float* s = S + i * dv + j0;
+      for (int64_t j = 0; j < w; ++j) {
+        s[j] += k[i] * d[j];
+        o[j] += q[i] * s[j];
+      }
+    }
+    for (int64_t j = 0; j < w; ++j) out[j0 + j] = o[j];
+  }
+}
+
 float softmax(float* x, int64_t n) {
   if (n <= 0) return 0.0f;
   float mx = x[0];
@@ -241,6 +268,7 @@ void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* o
 float dot_f32(const float* a, const float* b, int64_t n) { return scalar::dot_f32(a, b, n); }
 void axpy_f32(float a, const float* x, float* y, int64_t n) { scalar::axpy_f32(a, x, y, n); }
 void scale_f32(float* x, float s, int64_t n) { scalar::scale_f32(x, s, n); }
+void delta_step(float* S, const float* q, const float* k, const float* v, float decay, float beta, int64_t dk, int64_t dv, float* out) { scalar::delta_step(S, q, k, v, decay, beta, dk, dv, out); }
 void add_f32(const float* a, const float* b, float* out, int64_t n) { scalar::add_f32(a, b, out, n); }
 float softmax(float* x, int64_t n) { return scalar::softmax(x, n); }
 void swiglu(const float* gate, const float* up, float* out, int64_t n) { scalar::swiglu(gate, up, out, n); }

@@ -23,6 +23,7 @@
 #include <cstring>
 
 #include "kernels/common.h"
+#include "kernels/delta_step.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
 
@@ -458,6 +459,27 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
 void scale_f32(float* x, float s, int64_t n) {
   const __m128 vs = _mm_set1_ps(s);
   for (int64_t i = 0; i < n; i += 4) store_n(x + i, _mm_mul_ps(load_n(x + i, n - i), vs), n - i);
+}
+
+namespace {
+struct Xmm {  // no FMA before AVX2: fma is a multiply and an add
+  using F = __m128;
+  static int64_t width() { return 4; }
+  static F zero() { return _mm_setzero_ps(); }
+  static F set1(float x) { return _mm_set1_ps(x); }
+  static F load(const float* p) { return _mm_loadu_ps(p); }
+  static void store(float* p, F x) { _mm_storeu_ps(p, x); }
+  static F load_n(const float* p, int64_t n) { return sse::load_n(p, n); }
+  static void store_n(float* p, F x, int64_t n) { sse::store_n(p, x, n); }
+  static F mul(F a, F b) { return _mm_mul_ps(a, b); }
+  static F sub(F a, F b) { return _mm_sub_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
+};
+}  // namespace
+
+void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
+                float beta, int64_t dk, int64_t dv, float* out) {
+  detail::delta_step<Xmm>(S, q, k, v, decay, beta, dk, dv, out);
 }
 
 void add_f32(const float* a, const float* b, float* out, int64_t n) {

@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "kernels/common.h"
+#include "kernels/delta_step.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
 
@@ -337,6 +338,27 @@ void scale_f32(float* x, float s, int64_t n) {
     const svbool_t pg = lanes(i, n);
     svst1_f32(pg, x + i, svmul_n_f32_x(pg, svld1_f32(pg, x + i), s));
   }
+}
+
+namespace {
+struct Zreg {  // vector-length agnostic: width() is svcntw(), tails are whilelt predicates
+  using F = svfloat32_t;
+  static int64_t width() { return int64_t(svcntw()); }
+  static F zero() { return svdup_f32(0.0f); }
+  static F set1(float x) { return svdup_f32(x); }
+  static F load(const float* p) { return svld1_f32(svptrue_b32(), p); }
+  static void store(float* p, F x) { svst1_f32(svptrue_b32(), p, x); }
+  static F load_n(const float* p, int64_t n) { return svld1_f32(svwhilelt_b32_s64(0, n), p); }
+  static void store_n(float* p, F x, int64_t n) { svst1_f32(svwhilelt_b32_s64(0, n), p, x); }
+  static F mul(F a, F b) { return svmul_f32_x(svptrue_b32(), a, b); }
+  static F sub(F a, F b) { return svsub_f32_x(svptrue_b32(), a, b); }
+  static F fma(F a, F b, F c) { return svmla_f32_x(svptrue_b32(), c, a, b); }
+};
+}  // namespace
+
+void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
+                float beta, int64_t dk, int64_t dv, float* out) {
+  detail::delta_step<Zreg>(S, q, k, v, decay, beta, dk, dv, out);
 }
 
 void add_f32(const float* a, const float* b, float* out, int64_t n) {

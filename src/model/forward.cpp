@@ -39,7 +39,6 @@ Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_ba
     lin_o_.resize(B * vd * sizeof(float));
     lin_b_.resize(B * c_.lin_v_heads * sizeof(float));
     lin_a_.resize(B * c_.lin_v_heads * sizeof(float));
-    lin_tmp_.resize(size_t(pool.size()) * c_.lin_v_dim * sizeof(float));
     reset_state();
   }
   if (c_.attn_gate) agate_.resize(B * q_dim * sizeof(float));
@@ -242,14 +241,14 @@ void Forward::delta_block(int l, int n) {
   // The recurrence: value heads split across threads, tokens in order within each head.
   const int64_t group = nv / nk;
   pool_.run([&](int ti) {
-    float* tmp = lin_tmp_.data<float>() + size_t(ti) * dv;
     auto [h0, h1] = split_range(nv, ti, nt);
     for (int64_t hv = h0; hv < h1; ++hv) {
       const int64_t hk = hv / group;
       for (int64_t t = 0; t < n; ++t) {
         const float* row = conv + t * C;
-        delta::step(ssm + hv * dk * dv, row + hk * dk, row + kd + hk * dk, row + 2 * kd + hv * dv,
-                    decay[t * nv + hv], beta[t * nv + hv], dk, dv, tmp, o + t * vd + hv * dv);
+        K::delta_step(ssm + hv * dk * dv, row + hk * dk, row + kd + hk * dk,
+                      row + 2 * kd + hv * dv, decay[t * nv + hv], beta[t * nv + hv], dk, dv,
+                      o + t * vd + hv * dv);
       }
     }
   });

@@ -51,7 +51,6 @@ class Forward {
   AlignedBuffer lin_qkv_, lin_conv_;  // (batch, conv_dim)
   AlignedBuffer lin_z_, lin_o_;       // (batch, v_heads*v_dim)
   AlignedBuffer lin_b_, lin_a_;       // (batch, v_heads)
-  AlignedBuffer lin_tmp_;             // (threads, v_dim)
   AlignedBuffer agate_;               // (batch, q_dim) attention output gate (Qwen3.5)
   AlignedBuffer rope_cos_, rope_sin_;  // (ctx, rope_dim/2)
   AlignedBuffer rope_cos_local_, rope_sin_local_;  // (ctx, rope_dim/2), Gemma 3 local layers

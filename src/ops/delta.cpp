@@ -39,21 +39,4 @@ void l2norm(float* x, int64_t n, float scale) {
   K::scale_f32(x, scale / std::sqrt(ss + 1e-6f), n);
 }
 
-void step(float* S, const float* q, const float* k, const float* v, float decay, float beta,
-          int64_t dk, int64_t dv, float* tmp, float* out) {
-  // Pass 1: decay the state and read what it predicts for k.
-  std::memset(tmp, 0, sizeof(float) * dv);
-  for (int64_t i = 0; i < dk; ++i) {
-    K::scale_f32(S + i * dv, decay, dv);
-    K::axpy_f32(k[i], S + i * dv, tmp, dv);
-  }
-  for (int64_t j = 0; j < dv; ++j) tmp[j] = beta * (v[j] - tmp[j]);
-  // Pass 2: write the correction and read the output with q.
-  std::memset(out, 0, sizeof(float) * dv);
-  for (int64_t i = 0; i < dk; ++i) {
-    K::axpy_f32(k[i], tmp, S + i * dv, dv);
-    K::axpy_f32(q[i], S + i * dv, out, dv);
-  }
-}
-
 }  // namespace krafla::delta

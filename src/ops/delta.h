@@ -18,10 +18,6 @@ void conv_silu(const float* wt, int K, float* state, const float* in, int64_t n,
 // epsilon).
 void l2norm(float* x, int64_t n, float scale);
 
-// One token of the gated delta rule on one value head's state S [dk][dv] (row i = key dim i):
-//   S *= decay;  d = beta * (v - S^T k);  S += k d^T;  out = S^T q.
-// tmp holds dv floats of scratch. q is expected already scaled by 1/sqrt(dk).
-void step(float* S, const float* q, const float* k, const float* v, float decay, float beta,
-          int64_t dk, int64_t dv, float* tmp, float* out);
+// The recurrence itself, one token of one head, is kernels::delta_step (kernels/kernels.h).
 
 }  // namespace krafla::delta

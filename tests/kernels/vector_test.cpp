@@ -141,6 +141,71 @@ TEST(Vector, DotAxpyScaleAdd) {
   }
 }
 
+// One token of the gated delta rule in double from the state `S` as given, with a bound on the
+// float error of each result: reductions (dk terms) as in reduction_tol, plus what the error of
+// d = beta (v - S^T k) carries into S and out. Fused or separate multiply-adds both fit.
+struct DeltaRef {
+  std::vector<double> S, S_tol, out, out_tol;
+};
+DeltaRef delta_ref(const std::vector<float>& S, const std::vector<float>& q,
+                   const std::vector<float>& k, const std::vector<float>& v, float decay,
+                   float beta, int64_t dk, int64_t dv) {
+  const double u = std::ldexp(1.0, -24);
+  DeltaRef r{std::vector<double>(dk * dv), std::vector<double>(dk * dv), std::vector<double>(dv),
+             std::vector<double>(dv)};
+  for (int64_t j = 0; j < dv; ++j) {
+    double p = 0, p_abs = 0;
+    for (int64_t i = 0; i < dk; ++i) {
+      const double x = double(S[i * dv + j]) * decay;
+      p += k[i] * x, p_abs += std::fabs(k[i] * x);
+    }
+    const double d = beta * (v[j] - p);
+    const double d_err = beta * (2 * (dk + 2) * u * p_abs + 2 * u * (std::fabs(v[j]) + std::fabs(p)));
+    double o = 0, o_abs = 0, o_err = 0;
+    for (int64_t i = 0; i < dk; ++i) {
+      const double x = double(S[i * dv + j]) * decay, s = x + k[i] * d;
+      const double s_err = 2 * u * (std::fabs(x) + std::fabs(k[i] * d)) + std::fabs(k[i]) * d_err;
+      r.S[i * dv + j] = s, r.S_tol[i * dv + j] = 2 * s_err + 1e-30;
+      o += q[i] * s, o_abs += std::fabs(q[i] * s), o_err += std::fabs(q[i]) * s_err;
+    }
+    r.out[j] = o, r.out_tol[j] = 2 * ((dk + 1) * u * o_abs + o_err) + 1e-30;
+  }
+  return r;
+}
+
+TEST(Vector, DeltaStep) {
+  std::mt19937 rng(11);
+  using Fn = void (*)(float*, const float*, const float*, const float*, float, float, int64_t,
+                      int64_t, float*);
+  const std::pair<Fn, const char*> impls[] = {{delta_step, "isa"}, {scalar::delta_step, "scalar"}};
+  // Qwen3.5's 128 x 128, and shapes that leave every kind of tail (strips of 4 vectors of up
+  // to 16 floats, single vectors, partial vectors).
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1},   {3, 5},    {16, 16}, {8, 67},
+                                                {128, 128}, {64, 100}, {5, 129}, {2, 200}};
+  for (auto [dk, dv] : shapes) {
+    for (auto [fn, name] : impls) {
+      auto S = random_floats(rng, dk * dv, -1.0f, 1.0f);
+      for (int step = 0; step < 3; ++step) {  // the state carries over from step to step
+        const auto q = random_floats(rng, dk, -0.3f, 0.3f);
+        const auto k = random_floats(rng, dk, -0.3f, 0.3f);
+        const auto v = random_floats(rng, dv, -2.0f, 2.0f);
+        const float decay = std::uniform_real_distribution<float>(0.3f, 1.0f)(rng);
+        const float beta = std::uniform_real_distribution<float>(0.1f, 1.0f)(rng);
+        const DeltaRef ref = delta_ref(S, q, k, v, decay, beta, dk, dv);
+        std::vector<float> out(dv + 1, 7.0f);  // one float past the end must stay untouched
+        fn(S.data(), q.data(), k.data(), v.data(), decay, beta, dk, dv, out.data());
+        EXPECT_EQ(out[dv], 7.0f) << name << " wrote past out[" << dv << "]";
+        for (int64_t j = 0; j < dv; ++j)
+          ASSERT_NEAR(out[j], ref.out[j], ref.out_tol[j])
+              << name << " dk=" << dk << " dv=" << dv << " step " << step << " out[" << j << "]";
+        for (int64_t e = 0; e < dk * dv; ++e)
+          ASSERT_NEAR(S[e], ref.S[e], ref.S_tol[e])
+              << name << " dk=" << dk << " dv=" << dv << " step " << step << " S[" << e << "]";
+      }
+    }
+  }
+}
+
 TEST(Vector, Rope) {
   std::mt19937 rng(7);
   for (auto [head_dim, rot_dim] :
