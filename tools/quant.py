@@ -162,6 +162,18 @@ def round_trip(x: np.ndarray, dtype: str, q4_rule: str = "fit") -> np.ndarray:
     return dequantize(quantize(x, dtype, q4_rule), dtype, x.shape)
 
 
+def act_round_trip(x: np.ndarray) -> np.ndarray:
+    """A matmul input as the runtime's quantized dot products see it: each block of 32 in
+    8 bits with a float32 scale d = max|x| / 127, q = x * (1 / d) rounded half to even (the SIMD
+    conversion), then q * d. The scalar build stores d in f16, which moves each block's scale by
+    at most 2^-11 relative: far inside any tolerance this is compared with."""
+    b = _blocks(x)
+    d = (np.abs(b).max(axis=1, keepdims=True) / np.float32(127)).astype(np.float32)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    q = np.clip(np.rint(b * inv), -127, 127)
+    return (q * d).astype(np.float32).reshape(np.shape(x))
+
+
 def nbytes(dtype: str, shape: tuple[int, ...]) -> int:
     """Bytes that a tensor of dtype and shape occupies (docs/format.md dtype table)."""
     n = int(np.prod(shape, dtype=np.int64)) if shape else 1

@@ -3,7 +3,7 @@
 (Gemma 2/3: ref_gemma.py; Qwen3.5: ref_qwen35.py).
 
 Usage: tools/ref_forward.py HF_DIR --tokens 1,2,3 [--out logits.npy] [--f64]
-       [--quantized-weights f16|q8_0|q4_0 [--q8 CLASSES] [--q4-rule fit|round]]
+       [--quantized-weights f16|q8_0|q4_0 [--q8 CLASSES] [--q4-rule fit|round] [--act-quant]]
 
 Written from the transformers modeling equations (modeling_llama.py, modeling_mistral.py,
 modeling_qwen2.py, modeling_qwen3.py, modeling_smollm3.py, modeling_rope_utils.py), reading the
@@ -186,15 +186,18 @@ def layer_schedule(cfg: dict[str, Any]) -> tuple[list[int], list[bool]]:
 
 
 def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None = None,
-            q8: set[str] | None = None, q4_rule: str | None = None) -> np.ndarray:
+            q8: set[str] | None = None, q4_rule: str | None = None,
+            act_quant: bool = False) -> np.ndarray:
     with open(os.path.join(d, "config.json")) as f:
         cfg = json.load(f)
+    if act_quant and cfg.get("model_type") not in ("qwen3_5", "qwen3_5_text"):
+        raise ValueError("--act-quant is implemented for the Qwen3.5 reference only")
     if cfg.get("model_type") in ("gemma2", "gemma3_text", "gemma3"):   # Gemma 2/3: tools/ref_gemma.py
         import ref_gemma
         return ref_gemma.forward(d, tokens, dt, qtype, q8, q4_rule)
     if cfg.get("model_type") in ("qwen3_5", "qwen3_5_text"):   # Qwen3.5/3.6: tools/ref_qwen35.py
         import ref_qwen35
-        return ref_qwen35.forward(d, tokens, dt, qtype, q8, q4_rule)
+        return ref_qwen35.forward(d, tokens, dt, qtype, q8, q4_rule, act_quant)
     q4_rule = q4_rule or "fit"
     W = Weights(d, dt, qtype, q8 if q8 is not None else {"embd", "output"}, q4_rule)
     dim, nh = cfg["hidden_size"], cfg["num_attention_heads"]
@@ -257,13 +260,17 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--q8", default="embd,output", help="with q4_0: classes kept in q8_0")
     p.add_argument("--q4-rule", choices=["fit", "round"], default=None,
                    help="default: convert.py's (round for Gemma 3, fit otherwise)")
+    p.add_argument("--act-quant", action="store_true",
+                   help="with --quantized-weights q8_0/q4_0: also round the inputs of quantized "
+                        "matmuls to 8 bits per block of 32, as the runtime's dot products do "
+                        "(Qwen3.5 only)")
     p.add_argument("--top", type=int, default=5, help="top tokens to print per position")
     a = p.parse_args(argv)
     try:
         tokens = [int(t) for t in a.tokens.split(",") if t.strip()]
         q8 = {c.strip() for c in a.q8.split(",") if c.strip()}
         logits = forward(a.hf_dir, tokens, np.float64 if a.f64 else np.float32,
-                         a.quantized_weights, q8, a.q4_rule)
+                         a.quantized_weights, q8, a.q4_rule, a.act_quant)
     except (OSError, ValueError, KeyError, st.SafetensorsError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(2)

@@ -47,7 +47,10 @@ def _text(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None = None,
-            q8: set[str] | None = None, q4_rule: str | None = None) -> np.ndarray:
+            q8: set[str] | None = None, q4_rule: str | None = None,
+            act_quant: bool = False) -> np.ndarray:
+    """act_quant (with qtype q8_0/q4_0): the inputs of the quantized matmuls go through
+    quant.act_round_trip, as the runtime's 8-bit dot products see them."""
     with open(os.path.join(d, "config.json")) as f:
         cfg = _text(json.load(f))
     q8 = q8 if q8 is not None else {"embd", "output"}
@@ -62,7 +65,14 @@ def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None 
             w = quant.round_trip(w, t, q4_rule or "fit")
         return w.astype(dt)
 
-    n, dim = cfg["num_hidden_layers"], cfg["hidden_size"]
+    def mm(x: np.ndarray, name: str, w: np.ndarray | None = None) -> np.ndarray:
+        """x W^T for the weight `name` (or its already loaded matrix w)."""
+        w = W(name) if w is None else w
+        if act_quant and qtype in ("q8_0", "q4_0") and CLASS_OF.get(name.split(".")[-2]):
+            x = quant.act_round_trip(x.reshape(-1, x.shape[-1])).reshape(x.shape).astype(dt)
+        return x @ w.T
+
+    n = cfg["num_hidden_layers"]
     nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg.get("head_dim", 256)
     eps = cfg.get("rms_norm_eps", 1e-6)
     types = cfg.get("layer_types") or ["full_attention" if (i + 1) % cfg.get("full_attention_interval", 4) == 0
@@ -89,13 +99,13 @@ def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None 
         p = f"{base}layers.{i}."
         x = rms(h, W(p + "input_layernorm.weight"))
         if types[i] == "linear_attention":
-            out = _delta_layer(cfg, W, p + "linear_attn.", x, eps, dt, silu)
+            out = _delta_layer(cfg, W, mm, p + "linear_attn.", x, eps, dt, silu)
         else:
             a = p + "self_attn."
-            qg = (x @ W(a + "q_proj.weight").T).reshape(T, nh, 2 * hd)
+            qg = mm(x, a + "q_proj.weight").reshape(T, nh, 2 * hd)
             q, gate = qg[..., :hd], qg[..., hd:].reshape(T, nh * hd)
-            k = (x @ W(a + "k_proj.weight").T).reshape(T, nkv, hd)
-            v = (x @ W(a + "v_proj.weight").T).reshape(T, nkv, hd)
+            k = mm(x, a + "k_proj.weight").reshape(T, nkv, hd)
+            v = mm(x, a + "v_proj.weight").reshape(T, nkv, hd)
             q = rms(q, W(a + "q_norm.weight")).transpose(1, 0, 2)
             k = rms(k, W(a + "k_norm.weight")).transpose(1, 0, 2)
             v = v.transpose(1, 0, 2)
@@ -111,15 +121,16 @@ def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None 
             s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
             s = np.exp(s - s.max(-1, keepdims=True))
             att = ((s / s.sum(-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(T, nh * hd)
-            out = (att * (1 / (1 + np.exp(-gate)))) @ W(a + "o_proj.weight").T
+            out = mm(att * (1 / (1 + np.exp(-gate))), a + "o_proj.weight")
         h = h + out
         x = rms(h, W(p + "post_attention_layernorm.weight"))
-        g = x @ W(p + "mlp.gate_proj.weight").T
-        u = x @ W(p + "mlp.up_proj.weight").T
-        h = h + (silu(g) * u) @ W(p + "mlp.down_proj.weight").T
+        g = mm(x, p + "mlp.gate_proj.weight")
+        u = mm(x, p + "mlp.up_proj.weight")
+        h = h + mm(silu(g) * u, p + "mlp.down_proj.weight")
     x = rms(h, W(base + "norm.weight"))
     tied = cfg.get("tie_word_embeddings", False) or "lm_head.weight" not in ck.where
-    logits = (x @ (emb if tied else W("lm_head.weight")).T).astype(np.float32)
+    logits = mm(x, base + "embed_tokens.weight", emb) if tied else mm(x, "lm_head.weight")
+    logits = logits.astype(np.float32)
     ck.close()
     return logits
 
@@ -140,14 +151,14 @@ def gated_delta_recurrent(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.nda
     return o
 
 
-def _delta_layer(cfg: dict[str, Any], W: Any, a: str, x: np.ndarray, eps: float, dt: type, silu: Any) -> np.ndarray:
+def _delta_layer(cfg: dict[str, Any], W: Any, mm: Any, a: str, x: np.ndarray, eps: float, dt: type, silu: Any) -> np.ndarray:
     T = x.shape[0]
     nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
     dk, dv, K = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"]
-    mixed = x @ W(a + "in_proj_qkv.weight").T                       # [T, C]
-    z = (x @ W(a + "in_proj_z.weight").T).reshape(T, nv, dv)
-    b = x @ W(a + "in_proj_b.weight").T                             # [T, nv]
-    alpha = x @ W(a + "in_proj_a.weight").T
+    mixed = mm(x, a + "in_proj_qkv.weight")                       # [T, C]
+    z = mm(x, a + "in_proj_z.weight").reshape(T, nv, dv)
+    b = mm(x, a + "in_proj_b.weight")                             # [T, nv]
+    alpha = mm(x, a + "in_proj_a.weight")
     w = W(a + "conv1d.weight").reshape(mixed.shape[1], K)            # [C, 1, K] -> [C, K]
     padded = np.concatenate([np.zeros((K - 1, mixed.shape[1]), dtype=dt), mixed], axis=0)
     conv = sum(padded[j:j + T] * w[:, j] for j in range(K))         # out[t] = sum_j w[j] x[t-K+1+j]
@@ -165,4 +176,4 @@ def _delta_layer(cfg: dict[str, Any], W: Any, a: str, x: np.ndarray, eps: float,
     g = -A * np.where(sp > 20, sp, np.log1p(np.exp(np.minimum(sp, 20))))      # softplus (threshold 20)
     o = gated_delta_recurrent(q, k, v, g, beta)
     o = o / np.sqrt(np.mean(o * o, axis=-1, keepdims=True) + eps) * W(a + "norm.weight") * silu(z)
-    return o.reshape(T, nv * dv) @ W(a + "out_proj.weight").T
+    return mm(o.reshape(T, nv * dv), a + "out_proj.weight")

@@ -122,6 +122,25 @@ class QuantTest(unittest.TestCase):
         err = np.abs(quant.dequantize_q8_0(quant.quantize_q8_0(x), x.shape) - x).reshape(-1, 32)
         self.assertTrue(np.all(err <= d[:, None] * 0.5 + np.abs(x).reshape(-1, 32).max(1, keepdims=True) * 1e-3))
 
+    def test_act_round_trip(self):
+        """The runtime's 8-bit activations: f32 scale max|x|/127, half to even, 0 stays 0."""
+        x = np.zeros((2, 64), np.float32)
+        x[0, :32] = np.linspace(-1, 1, 32, dtype=np.float32)
+        x[0, 32:] = 127 * np.float32(0.5) / 127   # block max 0.5: d = 0.5/127
+        x[0, 33] = np.float32(2.5) * (np.float32(0.5) / np.float32(127))   # a tie: 2.5 -> 2
+        y = quant.act_round_trip(x)
+        self.assertEqual(y.shape, x.shape)
+        self.assertTrue(np.all(y[1] == 0))                    # an all-zero block (d = 0)
+        self.assertEqual(y[0, 0], -1.0)                       # the block max is exact
+        self.assertEqual(y[0, 31], 1.0)
+        d = np.float32(0.5) / np.float32(127)
+        self.assertAlmostEqual(float(y[0, 33]), float(2 * d), places=9)
+        err = np.abs(y[0, :32] - x[0, :32])
+        self.assertTrue(np.all(err <= np.float32(1 / 127) * 0.5 * 1.0001))
+        self.assertEqual(len(np.unique(y[0, :32])), 32)       # distinct inputs stay distinct here
+        with self.assertRaises(ValueError):
+            quant.act_round_trip(np.zeros(40, np.float32))
+
     def test_nbytes_and_bad_cols(self):
         self.assertEqual(quant.nbytes("q8_0", (4, 64)), 4 * 2 * 34)
         self.assertEqual(quant.nbytes("q4_0", (4, 64)), 4 * 2 * 18)
