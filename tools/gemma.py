@@ -26,15 +26,14 @@ final_logit_softcapping on the image-text class (its forward ignores it).
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import sys
 from typing import Any, Callable
 
 import numpy as np
 
 import convert_tokenizer as ctok
+import hf_config
 from hf_config import ConvertError, compute_rope, text_part
 import safetensors_io as st
 
@@ -300,21 +299,8 @@ def convert_hf(d: str, out: str, cfg: dict[str, Any], gen: dict[str, Any], tok_f
                qtype: str, q8: set[str], q4_rule: str | None, write_mlb: Callable, prog: str = "convert.py") -> None:
     """convert.py's HF path for Gemma 2/3 (config.json, generation_config.json and the tokenizer
     files already read); write_mlb is convert.write_mlb."""
-    tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
-    c = normalize_config(cfg, gen, tj, tc)
-    q4_rule = q4_rule or default_q4_rule(cfg)
-    ck = st.Checkpoint(d)
-    try:
-        shapes = {n: ck.info(n).shape for n in ck.names()}
-        base, head = layout(set(shapes))
-        plan = tensor_plan(c, base, head)
-        skipped = check_tensors(plan, shapes, c, head)
-        if skipped:
-            print(f"convert: skipping the vision tower: {len(skipped)} tensors (vision_tower.*, "
-                  "multi_modal_projector.*); the .mlb holds the text model only", file=sys.stderr)
-        source = {"tool": prog, "input": os.path.abspath(d), "quant": qtype, "q4_rule": q4_rule,
-                  "q8": sorted(q8), "model_type": cfg.get("model_type"), "architectures": cfg.get("architectures"),
-                  "dtypes": sorted({ck.info(n).dtype for n in ck.names()}), "skipped_tensors": len(skipped)}
-        write_mlb(out, c, plan, norm_getter(ck, plan), tok_files, qtype, q8, q4_rule, source)
-    finally:
-        ck.close()
+    hf_config.convert_family(
+        sys.modules[__name__], d, out, cfg, gen, tok_files, qtype, q8, q4_rule or default_q4_rule(cfg),
+        write_mlb, prog, lambda ck, plan, c: norm_getter(ck, plan),
+        lambda n: f"skipping the vision tower: {n} tensors (vision_tower.*, multi_modal_projector.*); "
+                  "the .mlb holds the text model only")

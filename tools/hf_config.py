@@ -18,8 +18,11 @@ RoPE scaling follows modeling_rope_utils.py (transformers v5): inverse frequenci
 """
 from __future__ import annotations
 
+import json
 import math
-from typing import Any
+import os
+import sys
+from typing import Any, Callable
 
 import numpy as np
 
@@ -259,3 +262,29 @@ def normalize_config(cfg: dict[str, Any], gen_cfg: dict[str, Any], tok_json: dic
         if rope is not None:
             c["layer_rope"] = rope
     return c
+
+
+def convert_family(fam: Any, d: str, out: str, cfg: dict[str, Any], gen: dict[str, Any],
+                   tok_files: dict[str, bytes], qtype: str, q8: set[str], q4_rule: str,
+                   write_mlb: Callable, prog: str, getter: Callable, skip_note: Callable[[int], str]) -> None:
+    """The HF conversion path of the families whose checkpoints may carry towers the .mlb leaves
+    out (gemma.py, qwen35.py). fam is the family's module: normalize_config, layout, tensor_plan
+    and check_tensors; getter(ck, plan, c) reads a planned tensor; skip_note(n) says what the n
+    skipped tensors were. write_mlb is convert.write_mlb."""
+    import safetensors_io as st
+    tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
+    c = fam.normalize_config(cfg, gen, tj, tc)
+    ck = st.Checkpoint(d)
+    try:
+        shapes = {n: tuple(ck.info(n).shape) for n in ck.names()}
+        base, head = fam.layout(set(shapes))
+        plan = fam.tensor_plan(c, base, head)
+        skipped = fam.check_tensors(plan, shapes, c, head)
+        if skipped:
+            print(f"convert: {skip_note(len(skipped))}", file=sys.stderr)
+        source = {"tool": prog, "input": os.path.abspath(d), "quant": qtype, "q4_rule": q4_rule,
+                  "q8": sorted(q8), "model_type": cfg.get("model_type"), "architectures": cfg.get("architectures"),
+                  "dtypes": sorted({ck.info(n).dtype for n in ck.names()}), "skipped_tensors": len(skipped)}
+        write_mlb(out, c, plan, getter(ck, plan, c), tok_files, qtype, q8, q4_rule, source)
+    finally:
+        ck.close()

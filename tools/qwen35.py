@@ -24,14 +24,13 @@ dense family).
 """
 from __future__ import annotations
 
-import json
-import os
 import sys
 from typing import Any, Callable
 
 import numpy as np
 
 import convert_tokenizer as ctok
+import hf_config
 from hf_config import ConvertError, text_part
 import safetensors_io as st
 
@@ -265,22 +264,7 @@ def convert_hf(d: str, out: str, cfg: dict[str, Any], gen: dict[str, Any], tok_f
                qtype: str, q8: set[str], q4_rule: str | None, write_mlb: Callable, prog: str = "convert.py") -> None:
     """convert.py's HF path for Qwen3.5 (config.json, generation_config.json and the tokenizer
     files already read); write_mlb is convert.write_mlb."""
-    tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
-    c = normalize_config(cfg, gen, tj, tc)
-    q4_rule = q4_rule or "fit"
-    ck = st.Checkpoint(d)
-    try:
-        shapes = {n: tuple(ck.info(n).shape) for n in ck.names()}
-        base, head = layout(set(shapes))
-        plan = tensor_plan(c, base, head)
-        skipped = check_tensors(plan, shapes, c, head)
-        if skipped:
-            print(f"convert: skipping {len(skipped)} tensors of the vision tower and the multi-token-"
-                  "prediction head (model.visual.*, mtp.*); the .mlb holds the language model only",
-                  file=sys.stderr)
-        source = {"tool": prog, "input": os.path.abspath(d), "quant": qtype, "q4_rule": q4_rule,
-                  "q8": sorted(q8), "model_type": cfg.get("model_type"), "architectures": cfg.get("architectures"),
-                  "dtypes": sorted({ck.info(n).dtype for n in ck.names()}), "skipped_tensors": len(skipped)}
-        write_mlb(out, c, plan, getter(ck, plan, c), tok_files, qtype, q8, q4_rule, source)
-    finally:
-        ck.close()
+    hf_config.convert_family(
+        sys.modules[__name__], d, out, cfg, gen, tok_files, qtype, q8, q4_rule or "fit", write_mlb, prog,
+        getter, lambda n: f"skipping {n} tensors of the vision tower and the multi-token-prediction head "
+                          "(model.visual.*, mtp.*); the .mlb holds the language model only")
