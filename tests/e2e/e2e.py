@@ -54,6 +54,11 @@ QUANTS = ["f32", "q8_0", "q4_0"]
 # Thresholds of issue 2. F32 is compared by the largest |Δ| relative to the largest |logit|
 # of each position.
 LIMITS = {"f32": ["--max-rel", "1e-4"], "q8_0": ["--max-kl", "0.01"], "q4_0": ["--max-kl", "0.1"]}
+# case_big past 7 tokens (see there): measured Q8_0 KL mean 0.013-0.016, max 0.037-0.060 at
+# 130-600 tokens (top-1 1.0); the limits leave about 3x.
+BIG_LONG_LIMITS = {"f32": LIMITS["f32"],
+                   "q8_0": ["--mean-kl", "0.05", "--max-kl", "0.2", "--min-top1", "0.98"],
+                   "q4_0": ["--mean-kl", "0.05", "--max-kl", "0.2", "--min-top1", "0.98"]}
 N_TOKENS = 40
 
 
@@ -175,23 +180,28 @@ def case_actquant(a, model: str, quant: str) -> None:
 
 def case_big(a) -> None:
     """Issue 5's Qwen3.5-0.8B-shaped check (ctest label "long", not in the default suite: tens of
-    minutes and ~6 GB of files): the full 0.8B text shape (24 layers, vocab 248320) in bf16.
-    F32: prompts of 1, 7, 130 and 600 tokens, every position's logits against the numpy
-    reference. Q8_0 and Q4_0: prompts of 1 and 7 tokens against the reference run on the same
-    quantized weights. This random 24-layer shape is near-chaotic (tools/gen_qwen35.py): over
-    longer prompts the runtime's 8-bit activations alone drift its logits (KL ~0.05 at 130 tokens
-    for Q8_0, while F32 stays within 1.5e-5), so the long quantized prompts are covered by the
-    tiny checkpoint (e2e.lengths.qwen35.*) instead."""
+    minutes and ~6 GB of files): the full 0.8B text shape (24 layers, vocab 248320) in bf16,
+    prompts of 1, 7, 130 and 600 tokens, every position's logits against the numpy reference.
+    F32 against the plain reference (max rel 1e-4). Q8_0 and Q4_0 against the reference run on
+    the same quantized weights with --act-quant (activations rounded to 8 bits like the runtime's
+    dot products): the tiny limits up to 7 tokens; past that BIG_LONG_LIMITS. This random
+    24-layer shape is near-chaotic (tools/gen_qwen35.py): an activation that float noise puts on
+    the other side of an 8-bit rounding boundary moves the logits by ~1e-3, and the layers and
+    the recurrent state carry that on, so over long prompts the quantized runs settle at KL
+    ~0.015 (Q8_0) from a reference that is exact to float rounding on short ones (F32 stays
+    within 1.5e-5 at 600 tokens); the tiny checkpoint holds the tight quantized limits at
+    every length (e2e.lengths.qwen35.*)."""
     d = os.path.join(a.work, "qwen35-08b")
     if not os.path.isfile(os.path.join(d, "model.safetensors")):
         must(tool("gen_random.py") + ["--arch", "qwen3.5", "--shape", "qwen3.5-0.8b", "--dtype", "bf16",
                                       "--seed", "61", "-o", d])
     ids = [int(x) for x in np.random.default_rng(9).integers(0, 32000, 600)]
+    lengths = (1, 7, 130, 600)
     for q in QUANTS:
-        lengths = (1, 7, 130, 600) if q == "f32" else (1, 7)
-        ref_path = os.path.join(a.work, f"qwen35-08b-ref-{q}-{lengths[-1]}.npy")
+        tag = "" if q == "f32" else "-actquant"
+        ref_path = os.path.join(a.work, f"qwen35-08b-ref-{q}{tag}-{lengths[-1]}.npy")
         if not os.path.isfile(ref_path):
-            extra = [] if q == "f32" else ["--quantized-weights", q]
+            extra = [] if q == "f32" else ["--quantized-weights", q, "--act-quant"]
             must(tool("ref_forward.py") + [d, "--tokens", ",".join(map(str, ids[:lengths[-1]])),
                                            "--out", ref_path] + extra)
         ref = np.load(ref_path, mmap_mode="r")
@@ -203,7 +213,8 @@ def case_big(a) -> None:
                   "--logits", out])
             part = os.path.join(a.work, f"qwen35-08b-ref-len{n}.npy")
             np.save(part, np.asarray(ref[:n]))
-            r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), part, out] + LIMITS[q])
+            limits = BIG_LONG_LIMITS[q] if n > 7 else LIMITS[q]
+            r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), part, out] + limits)
             print(f"{q} {n} tokens: {r.stdout.strip()}", flush=True)
             os.remove(out)
         os.remove(path)
