@@ -16,7 +16,8 @@ last logits by KL ~0.2-0.3 (the DeltaNet projections are the most Q4-sensitive m
 the default gains Q4_0 alone gave KL up to 0.7). The 24-layer 0.8B shape sits near the edge of
 chaos: at gain 0.2 the layers hardly matter (changing 16 of 24 tokens moves the last logits by
 KL 0.000), at 0.28 they do (KL 0.6) but Q4_0 weights alone move the logits by KL up to 0.4, so
-its quantized runs are compared with the reference on the same quantized weights.
+its quantized runs are compared with the reference on the same quantized weights with
+--act-quant (tests/e2e/e2e.py case_big).
 Zero-centered norm weights w ~ N(0, 0.1) (the model multiplies by 1 + w); the DeltaNet
 decay is kept slow enough (dt_bias ~ N(-3, 1), A_log ~ N(0, 0.5): exp(g) ~ 0.9-0.99 per token)
 for the recurrent state to carry information across hundreds of tokens, so prefill chunking
