@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 import convert_tokenizer as ctok
+import safetensors_io as st
 
 ARCHS = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
          "qwen3": "Qwen3ForCausalLM", "smollm3": "SmolLM3ForCausalLM"}
@@ -271,7 +272,6 @@ def convert_family(fam: Any, d: str, out: str, cfg: dict[str, Any], gen: dict[st
     out (gemma.py, qwen35.py). fam is the family's module: normalize_config, layout, tensor_plan
     and check_tensors; getter(ck, plan, c) reads a planned tensor; skip_note(n) says what the n
     skipped tensors were. write_mlb is convert.write_mlb."""
-    import safetensors_io as st
     tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
     c = fam.normalize_config(cfg, gen, tj, tc)
     ck = st.Checkpoint(d)

@@ -57,19 +57,25 @@ def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None 
     ck = st.Checkpoint(d)
     base = "model.language_model." if "model.language_model.embed_tokens.weight" in ck.where else "model."
 
+    def wtype(name: str) -> str | None:
+        """The type the matrix `name` goes through with --quantized-weights (None: kept)."""
+        cls = CLASS_OF.get(name.split(".")[-2])
+        if not (qtype and cls):
+            return None
+        return "q8_0" if qtype == "q4_0" and cls in q8 else qtype
+
     def W(name: str) -> np.ndarray:
         w = ck.get(name)
-        cls = CLASS_OF.get(name.split(".")[-2])
-        if qtype and cls and w.ndim == 2:
-            t = "q8_0" if qtype == "q4_0" and cls in q8 else qtype
+        t = wtype(name)
+        if t and w.ndim == 2:
             w = quant.round_trip(w, t, q4_rule or "fit")
         return w.astype(dt)
 
     def mm(x: np.ndarray, name: str, w: np.ndarray | None = None) -> np.ndarray:
         """x W^T for the weight `name` (or its already loaded matrix w)."""
         w = W(name) if w is None else w
-        if act_quant and qtype in ("q8_0", "q4_0") and CLASS_OF.get(name.split(".")[-2]):
-            x = quant.act_round_trip(x.reshape(-1, x.shape[-1])).reshape(x.shape).astype(dt)
+        if act_quant and wtype(name) in ("q8_0", "q4_0"):
+            x = quant.act_round_trip(x).astype(dt)
         return x @ w.T
 
     n = cfg["num_hidden_layers"]
