@@ -20,6 +20,8 @@ import sys
 
 import numpy as np
 
+import compare  # tests/e2e/compare.py, next to this script
+
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable
 # Random checkpoints: tiny Llama-3-shaped (byte-level BPE vocabulary, llama3 rope scaling is
@@ -165,8 +167,7 @@ def case_actquant(a, model: str, quant: str) -> None:
         out = os.path.join(a.work, f"{model}-{quant}-actquant-krafla.npy")
         must([os.path.join(a.bin, "ml_run"), "-m", mlb(a.work, model, quant), "--tokens", str(tok),
               "--logits", out])
-        r, k = np.load(ref).astype(np.float64), np.load(out).astype(np.float64)
-        rels.append(float(np.abs(r - k).max() / np.abs(r).max()))
+        rels.append(compare.metrics(np.load(ref), np.load(out))["max_rel"])
     # The scalar build keeps ggml's f16 block scale for activations (the SIMD builds an f32 one,
     # as the reference does): up to 2^-11 of each block's scale, so a looser "agree".
     with open(os.path.join(a.bin, "CMakeCache.txt")) as f:
