@@ -3,14 +3,17 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "krafla/model.h"
+#include "krafla/sampler.h"
 
 namespace CLI {
 class App;
-}
+class Validator;
+}  // namespace CLI
 
 namespace krafla::cli {
 
@@ -20,6 +23,25 @@ constexpr int kExitCpu = 3;
 // Runs the CPU guard (exit 3 naming the missing feature), then body(); a krafla::Error or
 // other exception becomes "PROG: error: …" on stderr and exit 2 (bad input) or 1.
 int run_main(const char* prog, const std::function<int()>& body);
+
+// Parses the arguments. --help and --version print and give 0; a parse error prints one line,
+// "PROG: error: … (see --help)", and gives 2 (kExitBadInput); nullopt means carry on. Every
+// executable parses through this, after add_version_flag.
+std::optional<int> parse(CLI::App& app, int argc, char** argv, const char* prog);
+
+// --version: "PROG VERSION (commit C; ISA I; COMPILER)".
+void add_version_flag(CLI::App& app, const char* prog);
+std::string version_line(const char* prog);
+
+// A finite number in [lo, hi]: CLI::Range lets "nan" through (every comparison with it is
+// false) and accepts "inf" when hi is infinite.
+CLI::Validator finite_range(double lo, double hi);
+
+// The sampling options of ml_run and ml_server, with one set of ranges: --temp, --top-k,
+// --top-p, --min-p, --repeat-penalty, --repeat-last-n and -s/--seed. Defaults are p's values;
+// p.seed is set to a random seed here and only a given --seed replaces it.
+void add_sampling_options(CLI::App& app, SamplerParams& p);
+uint64_t random_seed();
 
 // "1,2,3" or "1 2 3" → ids; throws krafla::Error naming the bad item.
 std::vector<int32_t> parse_ids(const std::string& s);

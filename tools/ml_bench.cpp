@@ -71,11 +71,8 @@ int main(int argc, char** argv) {
     std::string pack_cache;
     cli::add_pack_cache_option(app, pack_cache);
     app.add_flag("--json", json, "print one JSON array on stdout");
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? 0 : cli::kExitBadInput;
-    }
+    cli::add_version_flag(app, "ml_bench");
+    if (auto rc = cli::parse(app, argc, argv, "ml_bench")) return *rc;
     const std::vector<int> tlist = cli::parse_int_list(threads, "--threads");
     for (int t : tlist)
       if (t < 1 || t > 1024) throw Error(fmt::format("--threads: {} is out of range", t));

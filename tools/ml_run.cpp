@@ -146,12 +146,7 @@ int main(int argc, char** argv) {
     app.add_option("-p,--prompt", a.prompt, "prompt text");
     app.add_option("-f,--file", a.prompt_file, "read the prompt from a file (- for stdin)");
     app.add_option("-n,--n-predict", a.n_predict, "tokens to generate (default 128; chat: until the turn ends)");
-    app.add_option("--temp", a.sp.temperature, "sampling temperature (0: greedy)")->capture_default_str();
-    app.add_option("--top-k", a.sp.top_k, "top-k (0: off)")->capture_default_str();
-    app.add_option("--top-p", a.sp.top_p, "top-p (1: off)")->capture_default_str();
-    app.add_option("--repeat-penalty", a.sp.repeat_penalty, "repetition penalty (1: off)")->capture_default_str();
-    app.add_option("--repeat-last-n", a.sp.repeat_last_n, "tokens the penalty looks back over")->capture_default_str();
-    app.add_option("--seed", a.sp.seed, "RNG seed")->capture_default_str();
+    cli::add_sampling_options(app, a.sp);
     app.add_option("-t,--threads", a.threads, "threads (default: all cores)");
     app.add_option("--ctx", a.ctx, "context size in tokens (default: the model's, capped at 4096)");
     app.add_option("--batch", a.batch, "prompt tokens per forward step (1..128)")->capture_default_str()->check(CLI::Range(1, 128));
@@ -162,11 +157,8 @@ int main(int argc, char** argv) {
     app.add_option("--logits", a.logits_out, "with --tokens: write every position's logits to this .npy and exit");
     app.add_flag("-v,--verbose", a.verbose, "print speed after every chat turn");
     cli::add_pack_cache_option(app, a.pack_cache);
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? 0 : cli::kExitBadInput;
-    }
+    cli::add_version_flag(app, "ml_run");
+    if (auto rc = cli::parse(app, argc, argv, "ml_run")) return *rc;
     if (!a.logits_out.empty() && a.tokens.empty()) throw Error("--logits needs --tokens");
     const double t0 = cli::now_seconds();
     auto model = cli::load_model("ml_run", a.model, a.threads, a.pack_cache);

@@ -111,13 +111,8 @@ int main(int argc, char** argv) {
     bool quiet = false;
     app.add_flag("-q,--quiet", quiet, "do not log requests");
     cli::add_pack_cache_option(app, a.pack_cache);
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      if (e.get_exit_code() == 0) return app.exit(e);  // --help
-      fmt::print(stderr, "ml_server: error: {} (see --help)\n", e.what());
-      return cli::kExitBadInput;
-    }
+    cli::add_version_flag(app, "ml_server");
+    if (auto rc = cli::parse(app, argc, argv, "ml_server")) return *rc;
     a.http.log_requests = !quiet;
     return serve(a);
   });

@@ -24,11 +24,8 @@ int main(int argc, char** argv) {
     auto* dec = app.add_subcommand("decode", "print the text of token ids");
     dec->add_option("ids", ids, "token ids")->required();
     dec->add_flag("--skip-special", skip_special, "leave special tokens out");
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      return app.exit(e) == 0 ? 0 : cli::kExitBadInput;
-    }
+    cli::add_version_flag(app, "ml_tok");
+    if (auto rc = cli::parse(app, argc, argv, "ml_tok")) return *rc;
     const Tokenizer tok = load_tokenizer(path);
     if (*enc) {
       const std::string input = text == "-" ? cli::read_file_or_stdin("-") : text;

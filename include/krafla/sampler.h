@@ -11,6 +11,7 @@ struct SamplerParams {
   float temperature = 0.8f;  // <= 0: greedy
   int top_k = 40;            // <= 0: whole vocabulary
   float top_p = 0.95f;       // >= 1: off
+  float min_p = 0.0f;        // drop tokens with p < min_p * p(best); 0: off
   float repeat_penalty = 1.1f;  // 1: off (llama.cpp's rule: divide positive logits, multiply negative)
   int repeat_last_n = 64;
   uint64_t seed = 0xC0FFEE;
