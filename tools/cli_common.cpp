@@ -5,7 +5,11 @@
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <thread>
 #include <cstdio>
 #include <random>
 #include <fstream>
@@ -107,6 +111,13 @@ void add_sampling_options(CLI::App& app, SamplerParams& p) {
   app.add_option("-s,--seed", p.seed, "RNG seed (default: random)");
 }
 
+void add_threads_option(CLI::App& app, int& threads) {
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  app.add_option("-t,--threads", threads, fmt::format("threads (default 0: all {} cores)", cores))
+      ->check(CLI::Range(0, 4 * cores).description(
+          fmt::format("0 to {} (four per core)", 4 * cores)));
+}
+
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
   std::string item;
@@ -165,8 +176,10 @@ void write_npy(const std::string& path, const float* data, const std::vector<int
 
 std::string read_file_or_stdin(const std::string& p) {
   if (p == "-") return {std::istreambuf_iterator<char>(std::cin), {}};
+  std::error_code ec;
+  if (std::filesystem::is_directory(p, ec)) throw Error(fmt::format("{}: is a directory, not a file", p));
   std::ifstream f(p, std::ios::binary);
-  if (!f) throw Error(fmt::format("{}: cannot open", p));
+  if (!f) throw Error(fmt::format("{}: cannot open ({})", p, std::strerror(errno)));
   return {std::istreambuf_iterator<char>(f), {}};
 }
 

@@ -43,6 +43,10 @@ CLI::Validator finite_range(double lo, double hi);
 void add_sampling_options(CLI::App& app, SamplerParams& p);
 uint64_t random_seed();
 
+// -t/--threads: 0 (all cores) up to four threads per core; more only contend for the cores
+// (a thousand threads spin rather than work).
+void add_threads_option(CLI::App& app, int& threads);
+
 // "1,2,3" or "1 2 3" → ids; throws krafla::Error naming the bad item.
 std::vector<int32_t> parse_ids(const std::string& s);
 // "1,2" → {1,2}
@@ -51,6 +55,7 @@ std::vector<int> parse_int_list(const std::string& s, const char* what);
 // Writes a float32 .npy array of the given shape.
 void write_npy(const std::string& path, const float* data, const std::vector<int64_t>& shape);
 
+// The whole file, or stdin for "-"; throws krafla::Error naming the path (missing, a directory).
 std::string read_file_or_stdin(const std::string& path_or_dash);
 
 double now_seconds();

@@ -1,8 +1,9 @@
 // ml_run: generate text from a prompt, chat interactively, or dump logits for tests.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
-#include <iostream>
+#include <cstdlib>
 
 #include "cli_common.h"
 #include "krafla/chat.h"
@@ -11,6 +12,9 @@
 #include "krafla/model.h"
 #include "krafla/sampler.h"
 #include "krafla/session.h"
+#include "interrupt.h"
+#include "run_chat.h"
+#include "server/stop_filter.h"
 
 using namespace krafla;
 
@@ -20,8 +24,9 @@ struct Args {
   std::string model, prompt, prompt_file, tokens, logits_out, chat, system, think = "show";
   int n_predict = -1, threads = 0, ctx = 0, batch = 128;
   SamplerParams sp;
-  bool verbose = false;
-  std::string pack_cache;
+  std::vector<std::string> stops;
+  bool verbose = false, quiet = false, ignore_eos = false, no_display_prompt = false;
+  std::string pack_cache, history;
 };
 
 void print_stats(const Session& s, int n_prompt, double t_prompt, const GenerateResult& g) {
@@ -45,131 +50,144 @@ int dump_logits(const Model& model, const Args& a) {
   return 0;
 }
 
+std::string prompt_text(const Args& a) {
+  return a.prompt_file.empty() ? a.prompt : cli::read_file_or_stdin(a.prompt_file);
+}
+
+// One-shot completion: the prompt, then up to -n tokens. Ctrl-C stops the generation, prints
+// the speed line and exits 130.
 int complete(const Model& model, const Args& a) {
-  std::string prompt = a.prompt_file.empty() ? a.prompt : cli::read_file_or_stdin(a.prompt_file);
+  const std::string prompt = prompt_text(a);
   std::vector<int32_t> ids = model.tokenizer().encode(prompt, true);
   if (ids.empty()) throw Error("the prompt is empty (give -p TEXT)");
   Session s(model, {a.threads, a.ctx, a.batch});
   if (int(ids.size()) >= s.n_ctx())
     throw Error(fmt::format("the prompt has {} tokens but --ctx is {}; raise --ctx (up to {})",
                             ids.size(), s.n_ctx(), model.config().max_ctx));
-  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  if (!a.no_display_prompt) std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+  cli::Busy busy;
   const double t0 = cli::now_seconds();
   s.eval(ids);
   const double t_prompt = cli::now_seconds() - t0;
   Sampler sampler(a.sp);
   GenerateOptions go;
-  go.max_tokens = a.n_predict < 0 ? 128 : a.n_predict;
-  go.stop_ids = stop_ids_for(model, "");
-  auto g = generate(s, sampler, go, [](int32_t, const std::string& text) {
+  go.max_tokens = a.n_predict;
+  if (!a.ignore_eos) go.stop_ids = stop_ids_for(model, "");
+  server::StopFilter stops(a.stops);
+  auto show = [](const std::string& text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
-    return true;
-  });
+  };
+  GenerateResult g;
+  if (!cli::interrupted())
+    g = generate(s, sampler, go, [&](int32_t, const std::string& text) {
+      show(stops.push(text));
+      return !stops.hit() && !cli::interrupted();
+    });
+  if (!stops.hit()) show(stops.flush());
   std::fputc('\n', stdout);
   if (g.finish_reason == "context")
     fmt::print(stderr, "ml_run: the context (--ctx {}) is full; the model allows up to {}\n",
                s.n_ctx(), model.config().max_ctx);
   print_stats(s, int(ids.size()), t_prompt, g);
-  return 0;
+  return cli::interrupted() ? cli::kExitInterrupted : 0;
 }
 
-int chat(const Model& model, const Args& a) {
-  std::string name = a.chat == "auto" ? model.config().chat_template : a.chat;
-  if (name.empty()) throw Error("the model names no chat template; pick one with --chat NAME");
-  const ChatTemplate& tmpl = chat_template(name);
-  Session s(model, {a.threads, a.ctx, a.batch});
-  Sampler sampler(a.sp);
-  GenerateOptions go;
-  go.max_tokens = a.n_predict;
-  go.stop_ids = stop_ids_for(model, name);
-  std::vector<ChatMessage> msgs;
-  if (!a.system.empty()) msgs.push_back({"system", a.system});
-  fmt::print(stderr, "ml_run: chat ({} template, context {} tokens); Ctrl-D to quit\n", name,
-             s.n_ctx());
-  std::string line;
-  for (;;) {
-    fmt::print(stderr, "\n> ");
-    if (!std::getline(std::cin, line)) break;
-    if (line.empty()) continue;
-    msgs.push_back({"user", line});
-    const std::string prompt = tmpl.render(msgs, true);
-    const std::vector<int32_t> ids = model.tokenizer().encode(prompt, false);
-    if (int(ids.size()) >= s.n_ctx()) {
-      fmt::print(stderr, "ml_run: the conversation ({} tokens) no longer fits in --ctx {}; "
-                 "restart with a larger --ctx (the model allows up to {})\n",
-                 ids.size(), s.n_ctx(), model.config().max_ctx);
-      msgs.pop_back();
-      continue;
-    }
-    const int reused = s.reuse_prefix(ids);
-    const double t0 = cli::now_seconds();
-    s.eval(std::span<const int32_t>(ids).subspan(reused));
-    const double t_prompt = cli::now_seconds() - t0;
-    // Qwen3.5's generation prompt opens the think block, so the reply starts with reasoning.
-    const bool opened = ThinkFilter::prompt_opens_think(prompt);
-    const bool hide = a.think == "hide";
-    ThinkFilter filter(opened);
-    auto show = [](const std::string& text) {
-      std::fwrite(text.data(), 1, text.size(), stdout);
-      std::fflush(stdout);
-    };
-    if (opened && !hide) show("<think>\n");
-    std::string reply;
-    auto g = generate(s, sampler, go, [&](int32_t, const std::string& text) {
-      reply += text;
-      show(hide ? filter.push(text) : text);
-      return true;
-    });
-    if (hide) show(filter.flush());
-    std::fputc('\n', stdout);
-    if (hide && filter.in_think())
-      fmt::print(stderr, "ml_run: the reply ended inside its (hidden) think block\n");
-    // The whole turn, reasoning included, as the model wrote it: the template decides what of
-    // it later prompts keep (Qwen3/3.5 drop the reasoning of turns before the last question).
-    msgs.push_back({"assistant", (opened ? "<think>\n" : "") + reply});
-    if (g.finish_reason == "context")
-      fmt::print(stderr, "ml_run: the context is full ({} tokens); restart with a larger --ctx "
-                 "(the model allows up to {})\n", s.n_ctx(), model.config().max_ctx);
-    if (a.verbose) print_stats(s, int(ids.size()) - reused, t_prompt, g);
+cli::ChatOptions chat_options(const Model& model, const Args& a) {
+  cli::ChatOptions o;
+  o.template_name = a.chat == "auto" ? model.config().chat_template : a.chat;
+  if (o.template_name.empty())
+    throw Error("the model names no chat template; pick one with --chat NAME");
+  chat_template(o.template_name);  // an unknown name is refused before anything else
+  o.system = a.system;
+  o.hide_think = a.think == "hide";
+  o.n_predict = a.n_predict;
+  o.sampling = a.sp;
+  o.stops = a.stops;
+  o.ignore_eos = a.ignore_eos;
+  o.verbose = a.verbose;
+  o.history_path = a.history;
+  return o;
+}
+
+// llama.cpp spells some long options with one dash (-sys); CLI11 takes one-letter short
+// options only, so those are rewritten to their long form first.
+std::vector<std::string> llama_cpp_spellings(int argc, char** argv) {
+  std::vector<std::string> args;
+  for (int i = argc - 1; i > 0; --i) {  // CLI11 parses a reversed vector
+    const std::string arg = argv[i];
+    args.push_back(arg == "-sys" ? "--system" : arg);
   }
-  return 0;
+  return args;
+}
+
+std::string default_history_path() {
+  const char* home = std::getenv("HOME");
+  return home && *home ? std::string(home) + "/.krafla_history" : "";
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  cli::install_interrupt_handler();
   return cli::run_main("ml_run", [&] {
     Args a;
-    CLI::App app{"ml_run: run a Krafla model (.mlb)"};
+    a.history = default_history_path();
+    CLI::App app{"ml_run: run a Krafla model (.mlb): complete a prompt, or chat"};
     app.add_option("-m,--model", a.model, "model file (.mlb)")->required();
-    app.add_option("-p,--prompt", a.prompt, "prompt text");
-    app.add_option("-f,--file", a.prompt_file, "read the prompt from a file (- for stdin)");
-    app.add_option("-n,--n-predict", a.n_predict, "tokens to generate (default 128; chat: until the turn ends)");
+    auto* prompt = app.add_option("-p,--prompt", a.prompt, "prompt text (with --chat: one message, one reply)");
+    auto* file = app.add_option("-f,--file", a.prompt_file, "read the prompt from a file (- for stdin)")->excludes(prompt);
+    app.add_option("-n,--n-predict", a.n_predict, "tokens to generate (-1: until the end of the text or a full context)")
+        ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
     cli::add_sampling_options(app, a.sp);
-    app.add_option("-t,--threads", a.threads, "threads (default: all cores)");
-    app.add_option("--ctx", a.ctx, "context size in tokens (default: the model's, capped at 4096)");
-    app.add_option("--batch", a.batch, "prompt tokens per forward step (1..128)")->capture_default_str()->check(CLI::Range(1, 128));
-    app.add_option("--chat", a.chat, "interactive chat with a template: auto (the one the model names), llama3, llama2, zephyr, chatml, qwen, qwen3, qwen3-nothink, qwen3.5, qwen3.5-nothink, smollm, smollm3, smollm3-nothink, gemma");
-    app.add_option("--system", a.system, "system prompt for --chat");
-    app.add_option("--think", a.think, "--chat: show or hide the reply's <think>…</think> reasoning (the history keeps it either way)")->capture_default_str()->check(CLI::IsMember({"show", "hide"}));
-    app.add_option("--tokens", a.tokens, "run exactly these token ids (comma-separated) as the prompt");
-    app.add_option("--logits", a.logits_out, "with --tokens: write every position's logits to this .npy and exit");
-    app.add_flag("-v,--verbose", a.verbose, "print speed after every chat turn");
+    cli::add_threads_option(app, a.threads);
+    app.add_option("-c,--ctx", a.ctx, "context size in tokens (default: the model's, capped at 4096)")->check(CLI::Range(0, 1 << 24));
+    app.add_option("-b,--batch", a.batch, "prompt tokens per forward step (1..128)")->capture_default_str()->check(CLI::Range(1, 128));
+    auto* chat = app.add_option("--chat", a.chat, fmt::format("chat with a template: auto (the one the model names), {}", fmt::join(chat_template_names(), ", ")));
+    app.add_option("--system", a.system, "system prompt (with --chat)")->needs(chat);
+    app.add_option("--think", a.think, "--chat: show or hide the reply's <think>…</think> reasoning (the history keeps it either way)")
+        ->capture_default_str()->check(CLI::IsMember({"show", "hide"}))->needs(chat);
+    app.add_option("-r,--reverse-prompt,--stop", a.stops, "stop generating at this text (repeatable)");
+    app.add_flag("--ignore-eos", a.ignore_eos, "keep generating past the end-of-text token");
+    app.add_flag("--no-display-prompt", a.no_display_prompt, "do not echo the prompt");
+    app.add_option("--history", a.history, "--chat: the line-editing history file (\"\" for none)")->capture_default_str();
+    auto* tokens = app.add_option("--tokens", a.tokens, "run exactly these token ids (comma-separated) as the prompt")
+        ->excludes(prompt)->excludes(file)->excludes(chat);
+    app.add_option("--logits", a.logits_out, "with --tokens: write every position's logits to this .npy and exit")->needs(tokens);
+    app.add_flag("-v,--verbose", a.verbose, "print the seed, and the speed after every chat turn");
+    app.add_flag("-q,--quiet", a.quiet, "do not print which model was loaded");
     cli::add_pack_cache_option(app, a.pack_cache);
     cli::add_version_flag(app, "ml_run");
-    if (auto rc = cli::parse(app, argc, argv, "ml_run")) return *rc;
-    if (!a.logits_out.empty() && a.tokens.empty()) throw Error("--logits needs --tokens");
+    try {
+      app.parse(llama_cpp_spellings(argc, argv));
+    } catch (const CLI::ParseError& e) {
+      if (e.get_exit_code() == 0) return app.exit(e);
+      fmt::print(stderr, "ml_run: error: {} (see --help)\n", e.what());
+      return cli::kExitBadInput;
+    }
+    if (!a.tokens.empty() && a.logits_out.empty()) throw Error("--tokens needs --logits OUT.npy");
+    if (a.chat.empty() && a.prompt.empty() && a.prompt_file.empty() && a.tokens.empty())
+      throw Error("give a prompt (-p TEXT or -f FILE) or --chat NAME");
+    if (!a.chat.empty() && a.chat != "auto") chat_template(a.chat);  // refuse a bad name before loading
+    // Read the prompt before the (slow) load, so a bad -f fails at once.
+    if (!a.prompt_file.empty()) {
+      a.prompt = cli::read_file_or_stdin(a.prompt_file);
+      a.prompt_file.clear();
+    }
     const double t0 = cli::now_seconds();
     auto model = cli::load_model("ml_run", a.model, a.threads, a.pack_cache);
-    if (a.verbose)
-      fmt::print(stderr, "ml_run: {} ({:.2f} s to load)\n", model->describe(), cli::now_seconds() - t0);
-    if (!a.tokens.empty()) {
-      if (a.logits_out.empty()) throw Error("--tokens needs --logits OUT.npy");
-      return dump_logits(*model, a);
-    }
-    if (!a.chat.empty()) return chat(*model, a);
-    if (a.prompt.empty() && a.prompt_file.empty()) throw Error("give a prompt (-p TEXT or -f FILE) or --chat NAME");
-    return complete(*model, a);
+    if (!a.quiet)
+      fmt::print(stderr, "ml_run: loaded {} in {:.2f} s: {}\n", a.model, cli::now_seconds() - t0,
+                 model->describe());
+    if (a.verbose) fmt::print(stderr, "ml_run: seed {}\n", a.sp.seed);
+    if (!a.tokens.empty()) return dump_logits(*model, a);
+    if (a.chat.empty()) return complete(*model, a);
+    const cli::ChatOptions co = chat_options(*model, a);
+    const SessionOptions so{a.threads, a.ctx, a.batch};
+    if (!a.quiet)
+      fmt::print(stderr, "ml_run: chat with the {} template; context {} tokens\n", co.template_name,
+                 so.n_ctx > 0 ? so.n_ctx : std::min(model->config().max_ctx, 4096));
+    if (!a.prompt.empty()) return cli::chat_once(*model, so, co, a.prompt);
+    return cli::chat_interactive(*model, so, co);
   });
 }
