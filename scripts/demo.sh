@@ -13,4 +13,4 @@ if [ ! -s "$model" ]; then
   /usr/bin/python3 tools/gen_random.py --arch llama --shape tiny --tokenizer llama3 -o .models/demo-llama3
   /usr/bin/python3 tools/convert.py .models/demo-llama3 -o "$model" --quant q4_0
 fi
-echo "Why is the sky blue?" | "$bin/ml_run" -m "$model" --chat llama3 -n 48 -v
+"$bin/ml_run" -m "$model" --chat llama3 -p "Why is the sky blue?" -n 48 -v
