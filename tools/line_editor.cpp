@@ -418,7 +418,9 @@ LineEditor::Result LineEditor::read_raw(const std::string& prompt, std::string& 
     e.pos = e.text.size();
     e.refresh();
     write_all(tail);
-    line = r == Result::kLine ? std::move(e.text) : std::string();
+    // An interrupted line is handed back too: the caller tells Ctrl-C on a typed line (clear
+    // it) from Ctrl-C at an empty prompt (quit).
+    line = r == Result::kEof ? std::string() : std::move(e.text);
     return r;
   };
   int pending = -1;  // a byte that cut a UTF-8 sequence short, handled next

@@ -21,6 +21,40 @@ import time
 CTRL_C, CTRL_D = b"\x03", b"\x04"
 
 
+CSI = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z~])|\x1b[O=>].?")
+
+
+def render(raw: str) -> str:
+    lines, row, col = [""], 0, 0
+    pos = 0
+    while pos < len(raw):
+        m = CSI.match(raw, pos)
+        if m:
+            arg, cmd = m.group(1), m.group(2)
+            n = int(arg) if arg and arg.isdigit() else 1
+            if cmd == "K":
+                lines[row] = lines[row][:col]
+            elif cmd == "C":
+                col += n
+            elif cmd == "D":
+                col = max(0, col - n)
+            pos = m.end()
+            continue
+        ch = raw[pos]
+        pos += 1
+        if ch == "\r":
+            col = 0
+        elif ch == "\n":
+            row, col = row + 1, 0
+            if row == len(lines):
+                lines.append("")
+        elif ch >= " " or ch == "\t":
+            line = lines[row].ljust(col)
+            lines[row] = line[:col] + ch + line[col + 1:]
+            col += 1
+    return "\n".join(lines)
+
+
 class Term:
     """A program on a pty: send keys, wait for text on the screen, collect the exit code."""
 
@@ -63,7 +97,10 @@ class Term:
             self._reap(block=False)
 
     def text(self, start: int = 0) -> str:
-        return self.out[start:].decode("utf-8", "replace")
+        """What the screen shows of the output since `start`, as lines of text: the line
+        editor's redraws (carriage return, erase to the end of the line, cursor moves) are
+        played as a terminal plays them."""
+        return render(self.out[start:].decode("utf-8", "replace"))
 
     def send(self, data: bytes | str) -> None:
         os.write(self.fd, data.encode() if isinstance(data, str) else data)

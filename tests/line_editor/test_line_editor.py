@@ -201,7 +201,7 @@ class LineEditorTest(unittest.TestCase):
         self.assertEqual(self.d.line("new", DOWN * 3, "\r"), "new")
 
     def test_ctrl_c(self):
-        self.assertEqual(self.d.send("abc\x03"), ("interrupt", ""))
+        self.assertEqual(self.d.send("abc\x03"), ("interrupt", "abc"))
         self.assertIsNone(self.d.proc.poll())
         self.assertEqual(self.d.line("def\r"), "def")
         self.assertEqual(self.d.send("\x03"), ("interrupt", ""))
@@ -266,7 +266,7 @@ class ExitPathsTest(unittest.TestCase):
         self.check(["hi\r"], ("line", "hi"))
 
     def test_interrupt(self):
-        self.check(["hi\x03"], ("interrupt", ""))
+        self.check(["hi\x03"], ("interrupt", "hi"))
 
     def test_eof(self):
         self.check(["\x04"], ("eof", ""))
