@@ -208,3 +208,24 @@ test('bad arguments and bad model files exit 2 with one line', async () => {
     assert.match(err, /^ml_server: error: [^\n]+\n$/, err);
   }
 });
+
+// Two listeners on one port would split connections between them, so requests meant for the
+// server with --api-key could reach one without (SO_REUSEPORT). The second must fail instead.
+test('a second server on a port in use exits 2; the first keeps serving alone', async () => {
+  const KEY = 'sk-first';
+  const first = await startServer(['-t', '1', '--api-key', KEY]);
+  try {
+    const { hostname, port } = new URL(first.url);
+    const { code, err } = await runServer(['-m', process.env.ML_MODEL, '--port', port, '-t', '1']);
+    assert.equal(code, 2, err);
+    assert.match(err, /^ml_server: error: [^\n]+\n$/, err);
+    assert.ok(err.includes(`${hostname}:${port}`), err);
+    for (let i = 0; i < 8; i++) {  // every connection reaches the first: none is let in without the key
+      assert.equal((await fetch(`${first.url}/v1/models`)).status, 401);
+      const ok = await fetch(`${first.url}/v1/models`, { headers: { Authorization: `Bearer ${KEY}` } });
+      assert.equal(ok.status, 200);
+    }
+  } finally {
+    await first.stop();
+  }
+});

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include "krafla/error.h"
@@ -94,6 +97,14 @@ HttpServer::HttpServer(Engine& engine, HttpOptions opts)
   // httplib waits out an idle keep-alive connection before stop() returns; a short timeout
   // keeps Ctrl-C prompt (clients simply reconnect).
   svr_->set_keep_alive_timeout(2);
+  // httplib's default sets SO_REUSEPORT, which lets a second server bind the same port and the
+  // kernel then splits connections between the two: requests meant for a server with
+  // --api-key could reach one without. SO_REUSEADDR alone still allows an immediate restart
+  // (while old connections sit in TIME_WAIT) but not two listeners.
+  svr_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   routes();
 }
 
@@ -101,15 +112,18 @@ HttpServer::~HttpServer() = default;
 
 int HttpServer::bind() {
   int port = opts_.port;
+  errno = 0;
   if (port == 0)
     port = svr_->bind_to_any_port(opts_.host);
   else if (!svr_->bind_to_port(opts_.host, port))
     port = -1;
-  if (port <= 0)
-    throw Error(
-        fmt::format("cannot listen on {}:{} (address in use, or not an address of this "
-                    "machine?)",
-                    opts_.host, opts_.port));
+  if (port <= 0) {
+    const int err = errno;
+    throw Error(fmt::format("cannot listen on {}:{}: {}", opts_.host, opts_.port,
+                            err == EADDRINUSE ? "the address is already in use (another server?)"
+                            : err != 0        ? std::strerror(err)
+                                              : "not an address of this machine?"));
+  }
   return port;
 }
 
