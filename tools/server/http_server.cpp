@@ -23,8 +23,6 @@ void send_json(Response& res, const Json& j, int status = 200) {
   res.set_content(dump(j), "application/json");
 }
 
-void send_error(Response& res, const ApiError& e) { send_json(res, error_json(e), e.status); }
-
 // The body httplib's own refusals (unknown route, oversized body, unparsable request) get, so
 // that every 4xx carries an OpenAI error object.
 ApiError status_error(int status, const Request& req, size_t max_body) {
@@ -72,6 +70,29 @@ void log_run(const std::string& method, const std::string& path, bool stream, co
              "{:.3f} s\n",
              method, path, stream ? " (stream)" : "", r.usage.prompt_tokens, r.usage.cached_tokens,
              r.usage.completion_tokens, r.finish_reason, r.seconds);
+}
+
+// Keeps each log line one line, whatever the client sent (paths and messages quote it).
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (uint8_t(c) < 0x20 || c == 0x7f) c = ' ';  // also keeps terminal escapes out of the log
+  size_t cut = 300;
+  if (s.size() <= cut) return s;
+  while (cut > 0 && (uint8_t(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return s.substr(0, cut) + "…";
+}
+
+void log_error(const std::string& method, const std::string& path, int status,
+               const std::string& message) {
+  fmt::print(stderr, "ml_server: {} {} -> {}: {}\n", method, one_line(path), status,
+             one_line(message));
+}
+
+ApiError shutdown_error(const RunResult& rr) {
+  return ApiError(503,
+                  fmt::format("The server is shutting down; the reply was cut after {} tokens.",
+                              rr.usage.completion_tokens),
+                  "server_error");
 }
 
 // One streamed request: everything the content provider needs after the handler returned.
@@ -139,7 +160,9 @@ void HttpServer::stop() {
 namespace {
 
 // Runs one streamed request, writing server-sent events to the sink; stops generating as soon
-// as a write fails (the client went away).
+// as a write fails (the client went away). Once the status line is sent, an error can only be
+// an event: {"error": {…}} (OpenAI's SDKs raise it as an APIError), then [DONE] so that a raw
+// client sees the stream end rather than a silent cut.
 void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& sink) {
   const CompletionRequest& r = job.request;
   const bool chat = r.endpoint == Endpoint::kChat;
@@ -147,6 +170,11 @@ void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& 
   auto write = [&](const std::string& s) {
     alive = alive && sink.write(s.data(), s.size());
     return alive;
+  };
+  auto fail = [&](const ApiError& e) {
+    if (job.log) log_error(job.method, job.path + " (stream)", e.status, e.what());
+    write(sse_event(error_json(e)));
+    write(kSseDone);
   };
   // The role comes first, before any content, as in OpenAI's streams.
   if (chat) write(sse_event(chunk_json(job.meta, "", true, "", r.include_usage)));
@@ -157,15 +185,13 @@ void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& 
       return write(sse_event(chunk_json(job.meta, text, false, "", r.include_usage)));
     });
   } catch (const ApiError& e) {
-    // The status line is long gone; OpenAI's SDKs raise an error event as an APIError.
-    write(sse_event(error_json(e)));
-    return;
+    return fail(e);
   } catch (const std::exception& e) {
-    write(sse_event(error_json(ApiError(500, e.what(), "server_error"))));
-    return;
+    return fail(ApiError(500, e.what(), "server_error"));
   }
   if (job.log) log_run(job.method, job.path, true, rr);
   if (rr.finish_reason == "cancelled") return;
+  if (rr.finish_reason == "shutdown") return fail(shutdown_error(rr));
   write(sse_event(chunk_json(job.meta, "", false, rr.finish_reason, r.include_usage)));
   if (r.include_usage) write(sse_event(usage_chunk_json(job.meta, rr.usage)));
   write(kSseDone);
@@ -197,8 +223,7 @@ void HttpServer::completion(const httplib::Request& req, httplib::Response& res,
     return true;
   });
   if (opts_.log_requests) log_run(req.method, req.path, false, rr);
-  if (rr.finish_reason == "cancelled")
-    throw ApiError(503, "The server is shutting down.", "server_error");
+  if (rr.finish_reason == "shutdown" || rr.finish_reason == "cancelled") throw shutdown_error(rr);
   send_json(res, completion_json(meta, text, rr.finish_reason, rr.usage));
 }
 
@@ -213,11 +238,11 @@ void HttpServer::routes() {
         check_api_key(req, opts_.api_key);
         h(req, res);
       } catch (const ApiError& e) {
-        send_error(res, e);
+        fail(req, res, e);
       } catch (const Error& e) {
-        send_error(res, ApiError::invalid(e.what()));
+        fail(req, res, ApiError::invalid(e.what()));
       } catch (const std::exception& e) {
-        send_error(res, ApiError(500, e.what(), "server_error"));
+        fail(req, res, ApiError(500, e.what(), "server_error"));
       }
     };
   };
@@ -243,18 +268,25 @@ void HttpServer::routes() {
   hooks();
 }
 
+// Sends the error object and logs it. The log line is written here, where the message is
+// known, and not in httplib's logger: by then the body may be gzip-compressed for the client.
+void HttpServer::fail(const Request& req, Response& res, const ApiError& e) const {
+  send_json(res, error_json(e), e.status);
+  if (opts_.log_requests) log_error(req.method, req.path, e.status, e.what());
+}
+
 // Everything that is not a route: error bodies for httplib's own refusals, CORS headers on
-// every response, the request log.
+// every response.
 void HttpServer::hooks() {
   httplib::Server& s = *svr_;
   using HandlerResponse = httplib::Server::HandlerResponse;
   s.set_error_handler(
       httplib::Server::HandlerWithResponse([this](const Request& req, Response& res) {
         if (!res.body.empty()) return HandlerResponse::Unhandled;  // already an error object
-        send_error(res, status_error(res.status, req, opts_.max_body));
+        fail(req, res, status_error(res.status, req, opts_.max_body));
         return HandlerResponse::Handled;
       }));
-  s.set_exception_handler([](const Request&, Response& res, std::exception_ptr ep) {
+  s.set_exception_handler([this](const Request& req, Response& res, std::exception_ptr ep) {
     std::string what = "internal error";
     try {
       std::rethrow_exception(ep);
@@ -262,18 +294,13 @@ void HttpServer::hooks() {
       what = e.what();
     } catch (...) {
     }
-    send_error(res, ApiError(500, what, "server_error"));
+    fail(req, res, ApiError(500, what, "server_error"));
   });
   s.set_post_routing_handler([this](const Request&, Response& res) {
     if (opts_.cors_origin.empty()) return;
     res.set_header("Access-Control-Allow-Origin", opts_.cors_origin);
     if (opts_.cors_origin != "*") res.set_header("Vary", "Origin");
   });
-  if (opts_.log_requests)
-    s.set_logger([](const Request& req, const Response& res) {
-      if (res.status >= 400)
-        fmt::print(stderr, "ml_server: {} {} -> {}\n", req.method, req.path, res.status);
-    });
 }
 
 }  // namespace krafla::server

@@ -43,6 +43,7 @@ class HttpServer {
   void routes();
   void hooks();
   void completion(const httplib::Request& req, httplib::Response& res, Endpoint ep);
+  void fail(const httplib::Request& req, httplib::Response& res, const ApiError& e) const;
   Engine& engine_;
   HttpOptions opts_;
   std::unique_ptr<httplib::Server> svr_;
