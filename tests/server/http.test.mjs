@@ -67,6 +67,27 @@ async function readEvents(reader, first = new Uint8Array()) {
   return sseEvents(bytes).map((e) => new TextDecoder().decode(e));
 }
 
+test('GET / describes the server', async () => {
+  const r = await fetch(`${srv.url}/`);
+  assert.equal(r.status, 200);
+  const j = await r.json();
+  assert.equal(j.name, 'ml_server');
+  assert.equal(j.model, srv.model);
+  assert.match(j.version, /^\d+\.\d+/);
+  assert.ok(j.endpoints.includes('POST /v1/chat/completions'), JSON.stringify(j));
+});
+
+test('GET /models/{id} without /v1: the model, or 404 model_not_found', async () => {
+  const ok = await fetch(`${srv.url}/models/${encodeURIComponent(srv.model)}`);
+  assert.equal(ok.status, 200);
+  assert.deepEqual(Object.keys(await ok.json()).sort(), ['created', 'id', 'object', 'owned_by']);
+  const r = await fetch(`${srv.url}/models/org%2Fother-model`);
+  assert.equal(r.status, 404);
+  const j = await r.json();
+  assertErrorObject(j);
+  assert.equal(j.error.code, 'model_not_found');
+});
+
 test('unknown and unimplemented fields are refused by name; metadata is accepted', async () => {
   const cases = [
     [{ min_p: 'abc' }, 'min_p', 'invalid_type'],
@@ -263,12 +284,24 @@ test('bad arguments and bad model files exit 2 with one line', async () => {
     ['-m', process.env.ML_MODEL, '--port', 'eighty'],
     ['-m', process.env.ML_MODEL, '--chat', 'no-such-template'],
     ['--port', '8080'],
+    ['-m', process.env.ML_MODEL, '--temp', 'nan'],
+    ['-m', process.env.ML_MODEL, '--min-p', '2'],
+    ['-m', process.env.ML_MODEL, '--top-k', '-1'],
+    ['-m', process.env.ML_MODEL, '--seed', 'abc'],
+    ['-m', process.env.ML_MODEL, '-c', '-5'],
+    ['-m', process.env.ML_MODEL, '-b', '0'],
   ];
   for (const args of cases) {
     const { code, err } = await runServer(args);
     assert.equal(code, 2, `${args.join(' ')}: ${err}`);
     assert.match(err, /^ml_server: error: [^\n]+\n$/, err);
   }
+});
+
+test('--version prints one line and exits 0', async () => {
+  const { code, out, err } = await runServer(['--version']);
+  assert.equal(code, 0, err);
+  assert.match(out, /^ml_server \d+\.\d+\S* \(commit [^;]+; ISA [^;]+; [^)]+\)\n$/, out);
 });
 
 // Two listeners on one port would split connections between them, so requests meant for the

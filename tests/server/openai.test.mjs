@@ -49,6 +49,16 @@ test('models.list names the served model', async () => {
   assert.equal(list.data[0].object, 'model');
 });
 
+test('models.retrieve: the served model, NotFoundError for another id', async () => {
+  const m = await client.models.retrieve(srv.model);
+  assert.equal(m.id, srv.model);
+  assert.equal(m.object, 'model');
+  assert.equal(m.owned_by, 'krafla');
+  assert.equal(typeof m.created, 'number');
+  await rejects(client.models.retrieve('gpt-4o'), OpenAI.NotFoundError, 404,
+    (e) => assert.equal(e.code, 'model_not_found'));
+});
+
 test('chat completion has the OpenAI shape', async () => {
   const r = await chatText({ messages: hello, max_tokens: 12 });
   assert.match(r.id, /^chatcmpl-/);

@@ -285,5 +285,16 @@ TEST(OpenAiShapes, ChunksAndErrors) {
   EXPECT_EQ(sse_event(Json{{"a", 1}}), "data: {\"a\":1}\n\n");
 }
 
+TEST(OpenAiShapes, ModelAndServerInfo) {
+  const Json m = model_json("tiny", 5);
+  EXPECT_EQ(m["id"], "tiny");
+  EXPECT_EQ(m["object"], "model");
+  EXPECT_EQ(models_json("tiny", 5)["data"][0], m);
+  const Json info = server_info_json("tiny");
+  EXPECT_EQ(info["model"], "tiny");
+  EXPECT_EQ(info["version"], KRAFLA_VERSION);
+  EXPECT_FALSE(info["endpoints"].empty());
+}
+
 }  // namespace
 }  // namespace krafla::server

@@ -200,7 +200,7 @@ void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& 
 }  // namespace
 
 void HttpServer::completion(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
-  CompletionRequest r = parse_request(req.body, ep);
+  CompletionRequest r = parse_request(req.body, ep, opts_.defaults);
   std::vector<int32_t> prompt = engine_.prepare(r);
   ResponseMeta meta = new_meta(ep, engine_.model_id());
   if (r.stream) {
@@ -251,11 +251,25 @@ void HttpServer::routes() {
   auto models = [this](const Request&, Response& res) {
     send_json(res, models_json(engine_.model_id(), created_));
   };
+  auto model = [this](const Request& req, Response& res) {
+    const std::string id = req.matches[1];
+    if (id != engine_.model_id())
+      throw ApiError(404,
+                     fmt::format("The model '{}' does not exist; this server serves '{}'.", id,
+                                 engine_.model_id()),
+                     "invalid_request_error", "model", "model_not_found");
+    send_json(res, model_json(engine_.model_id(), created_));
+  };
   for (const std::string prefix : {"/v1", ""}) {
     s.Post(prefix + "/chat/completions", guarded(chat));
     s.Post(prefix + "/completions", guarded(text));
     s.Get(prefix + "/models", guarded(models));
+    s.Get(prefix + "/models/(.+)", guarded(model));  // ids may hold '/', as HF names do
   }
+  // What a browser or curl sees at the bare address: which server, which model, where to go.
+  s.Get("/", guarded([this](const Request&, Response& res) {
+          send_json(res, server_info_json(engine_.model_id()));
+        }));
   s.Get("/health", [](const Request&, Response& res) { send_json(res, Json{{"status", "ok"}}); });
   s.Options(".*", [](const Request& req, Response& res) {
     res.status = 204;
