@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "server/api_error.h"
 #include "server/openai.h"
@@ -262,6 +264,28 @@ TEST(RequestDefaultsTest, WithoutASeedEachRequestDrawsOne) {
   std::set<uint64_t> seeds;
   for (int i = 0; i < 4; ++i) seeds.insert(parse_request(body, Endpoint::kChat).sampler.seed);
   EXPECT_EQ(seeds.size(), 4u);
+}
+
+// docs/server.md's field table is the user's copy of kRules: each field, with its rule.
+TEST(RequestFields, DocumentedInServerMd) {
+  std::ifstream in(KRAFLA_SOURCE_DIR "/docs/server.md");
+  ASSERT_TRUE(in) << "docs/server.md";
+  std::stringstream doc;
+  doc << in.rdbuf();
+  const std::string text = doc.str();
+  std::set<std::string_view> names;
+  for (const FieldRule& r : field_rules()) {
+    EXPECT_TRUE(names.insert(r.name).second) << "twice in the table: " << r.name;
+    EXPECT_EQ(r.use == FieldUse::kImplemented, r.check == nullptr) << r.name;
+    const std::string row = "| `" + std::string(r.name) + "` |";
+    const size_t at = text.find(row);
+    ASSERT_NE(at, std::string::npos) << r.name << " is missing from docs/server.md";
+    const std::string line = text.substr(at, text.find('\n', at) - at);
+    const char* kind = r.use == FieldUse::kImplemented ? "| implemented |"
+                       : r.use == FieldUse::kIgnored   ? "| ignored |"
+                                                       : "| no-op only |";
+    EXPECT_NE(line.find(kind), std::string::npos) << line << " should say " << kind;
+  }
 }
 
 TEST(OpenAiShapes, ChunksAndErrors) {
