@@ -9,6 +9,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <string>
 #include <thread>
 
 #include "cli_common.h"
@@ -49,6 +50,12 @@ int serve(const Args& a) {
   fmt::print(stderr, "ml_server: {} loaded in {:.2f} s; context {} tokens; chat template {}\n",
              model->describe(), cli::now_seconds() - t0, engine.n_ctx(),
              engine.chat_name().empty() ? "none" : engine.chat_name());
+  const SamplerParams& d = a.http.defaults.sampler;
+  fmt::print(stderr,
+             "ml_server: sampling defaults: temperature {} top_k {} top_p {} min_p {} "
+             "repeat_penalty {} repeat_last_n {} seed {}\n",
+             d.temperature, d.top_k, d.top_p, d.min_p, d.repeat_penalty, d.repeat_last_n,
+             a.http.defaults.seed ? std::to_string(*a.http.defaults.seed) : "random");
   fmt::print(stderr, "ml_server: serving model '{}' on http://{}:{}{}\n", id, a.http.host, port,
              a.http.api_key.empty() ? "" : " (API key required)");
 
@@ -97,9 +104,10 @@ int main(int argc, char** argv) {
     app.add_option("--cors", a.http.cors_origin, "allow browser requests from this origin (or *)");
     app.add_option("-t,--threads", a.threads, "threads (default: all cores)")
         ->check(CLI::NonNegativeNumber);
-    app.add_option("--ctx", a.ctx, "context size in tokens (default: the model's, capped at 4096)")
+    app.add_option("-c,--ctx", a.ctx,
+                   "context size in tokens (default: the model's, capped at 4096)")
         ->check(CLI::NonNegativeNumber);
-    app.add_option("--batch", a.batch, "prompt tokens per forward step (1..128)")
+    app.add_option("-b,--batch", a.batch, "prompt tokens per forward step (1..128)")
         ->capture_default_str()
         ->check(CLI::Range(1, 128));
     app.add_option("--max-body", a.http.max_body, "largest request body in bytes")
@@ -108,12 +116,16 @@ int main(int argc, char** argv) {
     app.add_option("--http-threads", a.http.http_threads, "connections served at once")
         ->capture_default_str()
         ->check(CLI::Range(2, 1024));
+    // The sampling defaults for fields a request leaves out; OpenAI's unless given here.
+    a.http.defaults.sampler = server::openai_sampler_defaults();
+    cli::add_sampling_options(app, a.http.defaults.sampler);
     bool quiet = false;
     app.add_flag("-q,--quiet", quiet, "do not log requests");
     cli::add_pack_cache_option(app, a.pack_cache);
     cli::add_version_flag(app, "ml_server");
     if (auto rc = cli::parse(app, argc, argv, "ml_server")) return *rc;
     a.http.log_requests = !quiet;
+    if (app.count("--seed")) a.http.defaults.seed = a.http.defaults.sampler.seed;
     return serve(a);
   });
 }

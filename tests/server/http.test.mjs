@@ -53,6 +53,77 @@ function sseEvents(bytes) {
 
 const messages = [{ role: 'user', content: 'Write about glaciers. ÞÆÖ — 氷河 🧊' }];
 
+// Reads the rest of a streamed body (after what `reader` already returned) as SSE event texts.
+async function readEvents(reader, first = new Uint8Array()) {
+  const parts = [first];
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+  }
+  const bytes = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) { bytes.set(p, at); at += p.length; }
+  return sseEvents(bytes).map((e) => new TextDecoder().decode(e));
+}
+
+test('GET / describes the server', async () => {
+  const r = await fetch(`${srv.url}/`);
+  assert.equal(r.status, 200);
+  const j = await r.json();
+  assert.equal(j.name, 'ml_server');
+  assert.equal(j.model, srv.model);
+  assert.match(j.version, /^\d+\.\d+/);
+  assert.ok(j.endpoints.includes('POST /v1/chat/completions'), JSON.stringify(j));
+});
+
+test('GET /models/{id} without /v1: the model, or 404 model_not_found', async () => {
+  const ok = await fetch(`${srv.url}/models/${encodeURIComponent(srv.model)}`);
+  assert.equal(ok.status, 200);
+  assert.deepEqual(Object.keys(await ok.json()).sort(), ['created', 'id', 'object', 'owned_by']);
+  const r = await fetch(`${srv.url}/models/org%2Fother-model`);
+  assert.equal(r.status, 404);
+  const j = await r.json();
+  assertErrorObject(j);
+  assert.equal(j.error.code, 'model_not_found');
+});
+
+test('unknown and unimplemented fields are refused by name; metadata is accepted', async () => {
+  const cases = [
+    [{ min_p: 'abc' }, 'min_p', 'invalid_type'],
+    [{ min_p: 2 }, 'min_p', 'invalid_value'],
+    [{ mirostat: 2 }, 'mirostat', 'unsupported_parameter'],
+    [{ grammar: 'root ::= "a"' }, 'grammar', 'unsupported_parameter'],
+    [{ logprobs: true }, 'logprobs', 'unsupported_parameter'],
+  ];
+  for (const [extra, param, code] of cases) {
+    const r = await post('/v1/completions', { prompt: 'a', max_tokens: 1, ...extra });
+    assert.equal(r.status, 400, JSON.stringify(extra));
+    const j = await r.json();
+    assertErrorObject(j);
+    assert.equal(j.error.param, param);
+    assert.equal(j.error.code, code);
+  }
+  const ok = await post('/v1/completions', {
+    prompt: 'a', max_tokens: 1, min_p: 0.05, user: 'u', metadata: { k: 'v' }, store: false, n: 1,
+  });
+  assert.equal(ok.status, 200, await ok.clone().text());
+});
+
+test('the log names the status and the reason of every error response', async () => {
+  await post('/v1/chat/completions', { messages, mirostat: 2 });
+  await fetch(`${srv.url}/v1/no-such-thing`);
+  await post('/v1/completions', 'x'.repeat(MAX_BODY + 10));
+  const lines = () => srv.log().split('\n');
+  const expected = [
+    /^ml_server: POST \/v1\/chat\/completions -> 400: Unrecognized request argument supplied: 'mirostat'/,
+    /^ml_server: GET \/v1\/no-such-thing -> 404: Unknown request URL: GET \/v1\/no-such-thing\.$/,
+    /^ml_server: POST \/v1\/completions -> 413: The request body is larger than 65536 bytes/,
+  ];
+  for (const re of expected)
+    assert.ok(await waitFor(() => lines().some((l) => re.test(l))), `no line ${re} in:\n${srv.log()}`);
+});
+
 test('GET /health', async () => {
   const r = await fetch(`${srv.url}/health`);
   assert.equal(r.status, 200);
@@ -166,20 +237,32 @@ test('a client that disconnects mid-stream stops generation', async () => {
   assert.equal(ok.status, 200);
 });
 
-test('SIGTERM shuts the server down cleanly (exit 0), also mid-request', async () => {
-  const s = await startServer(['--ctx', '256', '-t', '1']);
-  const res = await fetch(`${s.url}/v1/completions`, {
+// The running stream and one queued behind it must both end with an error event and [DONE]:
+// without them a client cannot tell a cut reply from a finished one.
+test('SIGTERM mid-stream: exit 0, each open stream ends with an error event, then [DONE]', async () => {
+  const s = await startServer(['--ctx', '2048', '-t', '1']);
+  const open = (prompt) => fetch(`${s.url}/v1/completions`, {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
-    body: JSON.stringify({ prompt: 'x', max_tokens: 200, stream: true }),
+    body: JSON.stringify({ prompt, max_tokens: 2000, temperature: 0, stream: true }),
   });
-  const reader = res.body.getReader();
-  await reader.read();
+  const running = (await open('Tell a long story')).body.getReader();
+  const first = await running.read();  // generating now
+  const queued = (await open('Another long story')).body.getReader();
   const { code, signal } = await s.stop('SIGTERM');
   assert.equal(signal, null);
   assert.equal(code, 0, s.log());
   assert.match(s.log(), /stopped/);
-  await reader.cancel().catch(() => {});
+  for (const events of [await readEvents(running, first.value), await readEvents(queued)]) {
+    assert.ok(events.length >= 2, events.join('\n'));
+    assert.equal(events.at(-1), 'data: [DONE]');
+    const last = JSON.parse(events.at(-2).slice('data: '.length));
+    assertErrorObject(last);
+    assert.equal(last.error.type, 'server_error');
+    assert.match(last.error.message, /shutting down/);
+    for (const e of events.slice(0, -2)) assert.ok(!e.includes('finish_reason":"'), e);
+  }
+  assert.match(s.log(), /POST \/v1\/completions \(stream\) -> 503: The server is shutting down; the reply was cut after \d+ tokens/);
 });
 
 test('KRAFLA_API_KEY sets the key; SIGINT shuts the server down cleanly', async () => {
@@ -201,10 +284,43 @@ test('bad arguments and bad model files exit 2 with one line', async () => {
     ['-m', process.env.ML_MODEL, '--port', 'eighty'],
     ['-m', process.env.ML_MODEL, '--chat', 'no-such-template'],
     ['--port', '8080'],
+    ['-m', process.env.ML_MODEL, '--temp', 'nan'],
+    ['-m', process.env.ML_MODEL, '--min-p', '2'],
+    ['-m', process.env.ML_MODEL, '--top-k', '-1'],
+    ['-m', process.env.ML_MODEL, '--seed', 'abc'],
+    ['-m', process.env.ML_MODEL, '-c', '-5'],
+    ['-m', process.env.ML_MODEL, '-b', '0'],
   ];
   for (const args of cases) {
     const { code, err } = await runServer(args);
     assert.equal(code, 2, `${args.join(' ')}: ${err}`);
     assert.match(err, /^ml_server: error: [^\n]+\n$/, err);
+  }
+});
+
+test('--version prints one line and exits 0', async () => {
+  const { code, out, err } = await runServer(['--version']);
+  assert.equal(code, 0, err);
+  assert.match(out, /^ml_server \d+\.\d+\S* \(commit [^;]+; ISA [^;]+; [^)]+\)\n$/, out);
+});
+
+// Two listeners on one port would split connections between them, so requests meant for the
+// server with --api-key could reach one without (SO_REUSEPORT). The second must fail instead.
+test('a second server on a port in use exits 2; the first keeps serving alone', async () => {
+  const KEY = 'sk-first';
+  const first = await startServer(['-t', '1', '--api-key', KEY]);
+  try {
+    const { hostname, port } = new URL(first.url);
+    const { code, err } = await runServer(['-m', process.env.ML_MODEL, '--port', port, '-t', '1']);
+    assert.equal(code, 2, err);
+    assert.match(err, /^ml_server: error: [^\n]+\n$/, err);
+    assert.ok(err.includes(`${hostname}:${port}`), err);
+    for (let i = 0; i < 8; i++) {  // every connection reaches the first: none is let in without the key
+      assert.equal((await fetch(`${first.url}/v1/models`)).status, 401);
+      const ok = await fetch(`${first.url}/v1/models`, { headers: { Authorization: `Bearer ${KEY}` } });
+      assert.equal(ok.status, 200);
+    }
+  } finally {
+    await first.stop();
   }
 });

@@ -49,6 +49,16 @@ test('models.list names the served model', async () => {
   assert.equal(list.data[0].object, 'model');
 });
 
+test('models.retrieve: the served model, NotFoundError for another id', async () => {
+  const m = await client.models.retrieve(srv.model);
+  assert.equal(m.id, srv.model);
+  assert.equal(m.object, 'model');
+  assert.equal(m.owned_by, 'krafla');
+  assert.equal(typeof m.created, 'number');
+  await rejects(client.models.retrieve('gpt-4o'), OpenAI.NotFoundError, 404,
+    (e) => assert.equal(e.code, 'model_not_found'));
+});
+
 test('chat completion has the OpenAI shape', async () => {
   const r = await chatText({ messages: hello, max_tokens: 12 });
   assert.match(r.id, /^chatcmpl-/);
@@ -231,6 +241,43 @@ test('wrong types and values → 400 naming the parameter', async () => {
     OpenAI.BadRequestError, 400, (e) => assert.equal(e.param, 'prompt'));
   await rejects(client.completions.create({ model: srv.model, prompt: [1e9] }),
     OpenAI.BadRequestError, 400, (e) => assert.equal(e.param, 'prompt'));
+});
+
+// Fields this server does not implement are refused by name, whoever sends them (llama.cpp and
+// Ollama clients send mirostat, grammar, …); metadata the SDKs send is accepted.
+test('unknown and unimplemented fields → 400 unsupported_parameter naming the field', async () => {
+  const cases = [
+    [{ mirostat: 2 }, 'mirostat', 'unsupported_parameter'],
+    [{ grammar: 'root ::= "x"' }, 'grammar', 'unsupported_parameter'],
+    [{ logprobs: true, top_logprobs: 2 }, 'logprobs', 'unsupported_parameter'],
+    [{ logit_bias: { 42: 10 } }, 'logit_bias', 'unsupported_parameter'],
+    [{ tool_choice: 'required' }, 'tool_choice', 'unsupported_parameter'],
+    [{ response_format: { type: 'json_object' } }, 'response_format', 'unsupported_parameter'],
+    [{ min_p: 'abc' }, 'min_p', 'invalid_type'],
+    [{ min_p: 1.5 }, 'min_p', 'invalid_value'],
+    [{ user: 42 }, 'user', 'invalid_type'],
+  ];
+  for (const [extra, param, code] of cases) {
+    await rejects(client.chat.completions.create({ model: srv.model, messages: hello, ...extra }),
+      OpenAI.BadRequestError, 400, (e) => {
+        assert.equal(e.param, param, JSON.stringify(extra));
+        assert.equal(e.code, code, JSON.stringify(extra));
+      });
+  }
+});
+
+test('metadata fields, no-op values and min_p are accepted', async () => {
+  const r = await chatText({
+    messages: hello, max_tokens: 2, min_p: 0.05, user: 'user-1', metadata: { run: 'test' },
+    store: false, service_tier: 'auto', safety_identifier: 'h', prompt_cache_key: 'k', n: 1,
+    logprobs: false, tools: [], frequency_penalty: 0, presence_penalty: 0,
+  });
+  assert.equal(r.usage.completion_tokens, 2);
+  // A reply appended as the SDK returned it (with refusal: null, …) is a valid next message.
+  const next = await chatText({
+    messages: [...hello, r.choices[0].message, { role: 'user', content: 'More.' }], max_tokens: 2,
+  });
+  assert.equal(next.usage.completion_tokens, 2);
 });
 
 test('the server still answers after the errors', async () => {

@@ -97,8 +97,10 @@ RunResult Engine::run(const CompletionRequest& r, const std::vector<int32_t>& pr
   res.usage.completion_tokens = g.n_tokens;
   if (filter.hit())
     res.finish_reason = "stop";
-  else if (cancelled || g.finish_reason == "cancelled")
+  else if (cancelled)
     res.finish_reason = "cancelled";
+  else if (g.finish_reason == "cancelled")
+    res.finish_reason = stopping_ ? "shutdown" : "cancelled";
   else if (g.finish_reason == "context")
     res.finish_reason = "length";  // OpenAI has no separate reason for a full context
   else

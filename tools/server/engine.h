@@ -20,8 +20,9 @@ namespace krafla::server {
 
 struct RunResult {
   Usage usage;
-  std::string finish_reason;  // stop, length, or cancelled (the client went away)
-  double seconds = 0;         // queue wait excluded
+  // stop, length, cancelled (the client went away) or shutdown (SIGINT/SIGTERM cut it short)
+  std::string finish_reason;
+  double seconds = 0;  // queue wait excluded
 };
 
 // A mutex that admits waiters in arrival order (std::mutex promises no order, so under steady

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include "krafla/error.h"
@@ -19,8 +22,6 @@ void send_json(Response& res, const Json& j, int status = 200) {
   res.status = status;
   res.set_content(dump(j), "application/json");
 }
-
-void send_error(Response& res, const ApiError& e) { send_json(res, error_json(e), e.status); }
 
 // The body httplib's own refusals (unknown route, oversized body, unparsable request) get, so
 // that every 4xx carries an OpenAI error object.
@@ -71,6 +72,29 @@ void log_run(const std::string& method, const std::string& path, bool stream, co
              r.usage.completion_tokens, r.finish_reason, r.seconds);
 }
 
+// Keeps each log line one line, whatever the client sent (paths and messages quote it).
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (uint8_t(c) < 0x20 || c == 0x7f) c = ' ';  // also keeps terminal escapes out of the log
+  size_t cut = 300;
+  if (s.size() <= cut) return s;
+  while (cut > 0 && (uint8_t(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return s.substr(0, cut) + "…";
+}
+
+void log_error(const std::string& method, const std::string& path, int status,
+               const std::string& message) {
+  fmt::print(stderr, "ml_server: {} {} -> {}: {}\n", method, one_line(path), status,
+             one_line(message));
+}
+
+ApiError shutdown_error(const RunResult& rr) {
+  return ApiError(503,
+                  fmt::format("The server is shutting down; the reply was cut after {} tokens.",
+                              rr.usage.completion_tokens),
+                  "server_error");
+}
+
 // One streamed request: everything the content provider needs after the handler returned.
 struct StreamJob {
   CompletionRequest request;
@@ -94,6 +118,14 @@ HttpServer::HttpServer(Engine& engine, HttpOptions opts)
   // httplib waits out an idle keep-alive connection before stop() returns; a short timeout
   // keeps Ctrl-C prompt (clients simply reconnect).
   svr_->set_keep_alive_timeout(2);
+  // httplib's default sets SO_REUSEPORT, which lets a second server bind the same port and the
+  // kernel then splits connections between the two: requests meant for a server with
+  // --api-key could reach one without. SO_REUSEADDR alone still allows an immediate restart
+  // (while old connections sit in TIME_WAIT) but not two listeners.
+  svr_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   routes();
 }
 
@@ -101,15 +133,18 @@ HttpServer::~HttpServer() = default;
 
 int HttpServer::bind() {
   int port = opts_.port;
+  errno = 0;
   if (port == 0)
     port = svr_->bind_to_any_port(opts_.host);
   else if (!svr_->bind_to_port(opts_.host, port))
     port = -1;
-  if (port <= 0)
-    throw Error(
-        fmt::format("cannot listen on {}:{} (address in use, or not an address of this "
-                    "machine?)",
-                    opts_.host, opts_.port));
+  if (port <= 0) {
+    const int err = errno;
+    throw Error(fmt::format("cannot listen on {}:{}: {}", opts_.host, opts_.port,
+                            err == EADDRINUSE ? "the address is already in use (another server?)"
+                            : err != 0        ? std::strerror(err)
+                                              : "not an address of this machine?"));
+  }
   return port;
 }
 
@@ -125,7 +160,9 @@ void HttpServer::stop() {
 namespace {
 
 // Runs one streamed request, writing server-sent events to the sink; stops generating as soon
-// as a write fails (the client went away).
+// as a write fails (the client went away). Once the status line is sent, an error can only be
+// an event: {"error": {…}} (OpenAI's SDKs raise it as an APIError), then [DONE] so that a raw
+// client sees the stream end rather than a silent cut.
 void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& sink) {
   const CompletionRequest& r = job.request;
   const bool chat = r.endpoint == Endpoint::kChat;
@@ -133,6 +170,11 @@ void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& 
   auto write = [&](const std::string& s) {
     alive = alive && sink.write(s.data(), s.size());
     return alive;
+  };
+  auto fail = [&](const ApiError& e) {
+    if (job.log) log_error(job.method, job.path + " (stream)", e.status, e.what());
+    write(sse_event(error_json(e)));
+    write(kSseDone);
   };
   // The role comes first, before any content, as in OpenAI's streams.
   if (chat) write(sse_event(chunk_json(job.meta, "", true, "", r.include_usage)));
@@ -143,15 +185,13 @@ void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& 
       return write(sse_event(chunk_json(job.meta, text, false, "", r.include_usage)));
     });
   } catch (const ApiError& e) {
-    // The status line is long gone; OpenAI's SDKs raise an error event as an APIError.
-    write(sse_event(error_json(e)));
-    return;
+    return fail(e);
   } catch (const std::exception& e) {
-    write(sse_event(error_json(ApiError(500, e.what(), "server_error"))));
-    return;
+    return fail(ApiError(500, e.what(), "server_error"));
   }
   if (job.log) log_run(job.method, job.path, true, rr);
   if (rr.finish_reason == "cancelled") return;
+  if (rr.finish_reason == "shutdown") return fail(shutdown_error(rr));
   write(sse_event(chunk_json(job.meta, "", false, rr.finish_reason, r.include_usage)));
   if (r.include_usage) write(sse_event(usage_chunk_json(job.meta, rr.usage)));
   write(kSseDone);
@@ -160,7 +200,7 @@ void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& 
 }  // namespace
 
 void HttpServer::completion(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
-  CompletionRequest r = parse_request(req.body, ep);
+  CompletionRequest r = parse_request(req.body, ep, opts_.defaults);
   std::vector<int32_t> prompt = engine_.prepare(r);
   ResponseMeta meta = new_meta(ep, engine_.model_id());
   if (r.stream) {
@@ -183,8 +223,7 @@ void HttpServer::completion(const httplib::Request& req, httplib::Response& res,
     return true;
   });
   if (opts_.log_requests) log_run(req.method, req.path, false, rr);
-  if (rr.finish_reason == "cancelled")
-    throw ApiError(503, "The server is shutting down.", "server_error");
+  if (rr.finish_reason == "shutdown" || rr.finish_reason == "cancelled") throw shutdown_error(rr);
   send_json(res, completion_json(meta, text, rr.finish_reason, rr.usage));
 }
 
@@ -199,11 +238,11 @@ void HttpServer::routes() {
         check_api_key(req, opts_.api_key);
         h(req, res);
       } catch (const ApiError& e) {
-        send_error(res, e);
+        fail(req, res, e);
       } catch (const Error& e) {
-        send_error(res, ApiError::invalid(e.what()));
+        fail(req, res, ApiError::invalid(e.what()));
       } catch (const std::exception& e) {
-        send_error(res, ApiError(500, e.what(), "server_error"));
+        fail(req, res, ApiError(500, e.what(), "server_error"));
       }
     };
   };
@@ -212,11 +251,25 @@ void HttpServer::routes() {
   auto models = [this](const Request&, Response& res) {
     send_json(res, models_json(engine_.model_id(), created_));
   };
+  auto model = [this](const Request& req, Response& res) {
+    const std::string id = req.matches[1];
+    if (id != engine_.model_id())
+      throw ApiError(404,
+                     fmt::format("The model '{}' does not exist; this server serves '{}'.", id,
+                                 engine_.model_id()),
+                     "invalid_request_error", "model", "model_not_found");
+    send_json(res, model_json(engine_.model_id(), created_));
+  };
   for (const std::string prefix : {"/v1", ""}) {
     s.Post(prefix + "/chat/completions", guarded(chat));
     s.Post(prefix + "/completions", guarded(text));
     s.Get(prefix + "/models", guarded(models));
+    s.Get(prefix + "/models/(.+)", guarded(model));  // ids may hold '/', as HF names do
   }
+  // What a browser or curl sees at the bare address: which server, which model, where to go.
+  s.Get("/", guarded([this](const Request&, Response& res) {
+          send_json(res, server_info_json(engine_.model_id()));
+        }));
   s.Get("/health", [](const Request&, Response& res) { send_json(res, Json{{"status", "ok"}}); });
   s.Options(".*", [](const Request& req, Response& res) {
     res.status = 204;
@@ -229,18 +282,25 @@ void HttpServer::routes() {
   hooks();
 }
 
+// Sends the error object and logs it. The log line is written here, where the message is
+// known, and not in httplib's logger: by then the body may be gzip-compressed for the client.
+void HttpServer::fail(const Request& req, Response& res, const ApiError& e) const {
+  send_json(res, error_json(e), e.status);
+  if (opts_.log_requests) log_error(req.method, req.path, e.status, e.what());
+}
+
 // Everything that is not a route: error bodies for httplib's own refusals, CORS headers on
-// every response, the request log.
+// every response.
 void HttpServer::hooks() {
   httplib::Server& s = *svr_;
   using HandlerResponse = httplib::Server::HandlerResponse;
   s.set_error_handler(
       httplib::Server::HandlerWithResponse([this](const Request& req, Response& res) {
         if (!res.body.empty()) return HandlerResponse::Unhandled;  // already an error object
-        send_error(res, status_error(res.status, req, opts_.max_body));
+        fail(req, res, status_error(res.status, req, opts_.max_body));
         return HandlerResponse::Handled;
       }));
-  s.set_exception_handler([](const Request&, Response& res, std::exception_ptr ep) {
+  s.set_exception_handler([this](const Request& req, Response& res, std::exception_ptr ep) {
     std::string what = "internal error";
     try {
       std::rethrow_exception(ep);
@@ -248,18 +308,13 @@ void HttpServer::hooks() {
       what = e.what();
     } catch (...) {
     }
-    send_error(res, ApiError(500, what, "server_error"));
+    fail(req, res, ApiError(500, what, "server_error"));
   });
   s.set_post_routing_handler([this](const Request&, Response& res) {
     if (opts_.cors_origin.empty()) return;
     res.set_header("Access-Control-Allow-Origin", opts_.cors_origin);
     if (opts_.cors_origin != "*") res.set_header("Vary", "Origin");
   });
-  if (opts_.log_requests)
-    s.set_logger([](const Request& req, const Response& res) {
-      if (res.status >= 400)
-        fmt::print(stderr, "ml_server: {} {} -> {}\n", req.method, req.path, res.status);
-    });
 }
 
 }  // namespace krafla::server

@@ -24,6 +24,7 @@ struct HttpOptions {
   size_t max_body = 2u << 20;  // bytes; larger request bodies get 413
   int http_threads = 32;       // connections served at once (queued requests hold one each)
   bool log_requests = true;
+  RequestDefaults defaults;  // sampling for fields a request leaves out (--temp, --seed, …)
 };
 
 class HttpServer {
@@ -43,6 +44,7 @@ class HttpServer {
   void routes();
   void hooks();
   void completion(const httplib::Request& req, httplib::Response& res, Endpoint ep);
+  void fail(const httplib::Request& req, httplib::Response& res, const ApiError& e) const;
   Engine& engine_;
   HttpOptions opts_;
   std::unique_ptr<httplib::Server> svr_;

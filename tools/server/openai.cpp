@@ -98,9 +98,22 @@ Json usage_chunk_json(const ResponseMeta& m, const Usage& u) {
   return j;
 }
 
+Json model_json(const std::string& id, int64_t created) {
+  return Json{{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "krafla"}};
+}
+
 Json models_json(const std::string& id, int64_t created) {
-  Json model{{"id", id}, {"object", "model"}, {"created", created}, {"owned_by", "krafla"}};
-  return Json{{"object", "list"}, {"data", Json::array({model})}};
+  return Json{{"object", "list"}, {"data", Json::array({model_json(id, created)})}};
+}
+
+Json server_info_json(const std::string& model_id) {
+  return Json{{"name", "ml_server"},
+              {"description", "Krafla's OpenAI-compatible HTTP server"},
+              {"version", KRAFLA_VERSION},
+              {"model", model_id},
+              {"endpoints",
+               {"POST /v1/chat/completions", "POST /v1/completions", "GET /v1/models",
+                "GET /v1/models/{model}", "GET /health"}}};
 }
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }

@@ -44,7 +44,10 @@ Json chunk_json(const ResponseMeta& m, const std::string& text, bool role,
 // The last chunk when stream_options.include_usage: no choices, the usage.
 Json usage_chunk_json(const ResponseMeta& m, const Usage& u);
 
+Json model_json(const std::string& id, int64_t created);
 Json models_json(const std::string& id, int64_t created);
+// GET /: {"name": "ml_server", "version", "model", "endpoints": […]}.
+Json server_info_json(const std::string& model_id);
 
 // "data: {json}\n\n" and the terminating "data: [DONE]\n\n".
 std::string sse_event(const Json& j);

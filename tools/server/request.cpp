@@ -8,6 +8,7 @@
 #include <random>
 
 #include "server/api_error.h"
+#include "server/request_fields.h"
 
 namespace krafla::server {
 namespace {
@@ -22,22 +23,6 @@ const json* field(const json& body, const char* name) {
   auto it = body.find(name);
   if (it == body.end() || it->is_null()) return nullptr;
   return &*it;
-}
-
-[[noreturn]] void wrong_type(const std::string& name, const char* expected, const json& v) {
-  throw ApiError::invalid(
-      fmt::format("Invalid type for '{}': expected {}, but got {}.", name, expected, v.type_name()),
-      name, "invalid_type");
-}
-
-[[noreturn]] void bad_value(const std::string& name, const std::string& why) {
-  throw ApiError::invalid(fmt::format("Invalid value for '{}': {}", name, why), name,
-                          "invalid_value");
-}
-
-[[noreturn]] void unsupported(const std::string& name, const std::string& why) {
-  throw ApiError::invalid(fmt::format("'{}' is not supported by this server: {}", name, why), name,
-                          "unsupported_parameter");
 }
 
 double number(const json& body, const char* name, double def, double lo, double hi) {
@@ -88,28 +73,44 @@ std::vector<std::string> stop_strings(const json& body) {
   return out;
 }
 
-// Sampling with OpenAI's defaults (temperature 1, top_p 1, no penalties) plus llama.cpp's
-// top_k / repeat_penalty extensions. OpenAI's frequency/presence penalties are additive on
-// counts, which our multiplicative repeat penalty cannot express, so non-zero values are refused
-// rather than silently approximated.
-SamplerParams sampler_params(const json& body) {
-  SamplerParams p;
-  p.temperature = float(number(body, "temperature", 1.0, 0.0, 2.0));
-  p.top_p = float(number(body, "top_p", 1.0, 0.0, 1.0));
+// Sampling: OpenAI's fields plus llama.cpp's top_k / min_p / repeat_penalty extensions; what the
+// request leaves out comes from the server's defaults (--temp, --top-k, … or OpenAI's).
+SamplerParams sampler_params(const json& body, const RequestDefaults& d) {
+  SamplerParams p = d.sampler;
+  p.temperature = float(number(body, "temperature", p.temperature, 0.0, 2.0));
+  p.top_p = float(number(body, "top_p", p.top_p, 0.0, 1.0));
   if (p.top_p <= 0.0f) p.temperature = 0.0f;  // an empty nucleus keeps only the best token
-  p.top_k = int(integer(body, "top_k", 0, 0, std::numeric_limits<int>::max()));
-  p.repeat_penalty = float(number(body, "repeat_penalty", 1.0, 0.01, 10.0));
-  p.repeat_last_n = int(integer(body, "repeat_last_n", 64, 0, 1 << 20));
-  for (const char* name : {"frequency_penalty", "presence_penalty"})
-    if (number(body, name, 0.0, -2.0, 2.0) != 0.0)
-      unsupported(name, "use repeat_penalty (e.g. 1.1) instead.");
+  p.top_k = int(integer(body, "top_k", p.top_k, 0, std::numeric_limits<int>::max()));
+  p.min_p = float(number(body, "min_p", p.min_p, 0.0, 1.0));
+  p.repeat_penalty = float(number(body, "repeat_penalty", p.repeat_penalty, 0.01, 10.0));
+  p.repeat_last_n = int(integer(body, "repeat_last_n", p.repeat_last_n, -1, 1 << 20));
   if (const json* s = field(body, "seed")) {
     if (!s->is_number_integer() && !s->is_number_unsigned()) wrong_type("seed", "an integer", *s);
     p.seed = s->is_number_unsigned() ? s->get<uint64_t>() : uint64_t(s->get<int64_t>());
+  } else if (d.seed) {
+    p.seed = *d.seed;
   } else {
     p.seed = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
   }
   return p;
+}
+
+// stream_options.include_usage; include_obfuscation pads chunks against length side channels
+// on OpenAI's network, cannot change the reply, and is only type-checked.
+bool stream_options(const json& body) {
+  const json* so = field(body, "stream_options");
+  if (!so) return false;
+  if (!so->is_object()) wrong_type("stream_options", "an object", *so);
+  bool include_usage = false;
+  for (const auto& [key, value] : so->items()) {
+    const std::string name = "stream_options." + key;
+    if (value.is_null()) continue;
+    if (key != "include_usage" && key != "include_obfuscation")
+      unsupported(name, "unknown stream option.");
+    if (!value.is_boolean()) wrong_type(name, "a boolean", value);
+    if (key == "include_usage") include_usage = value.get<bool>();
+  }
+  return include_usage;
 }
 
 // Text of a message's content: a string, or an array of {"type": "text", "text": …} parts.
@@ -151,6 +152,7 @@ std::vector<ChatMessage> chat_messages(const json& body) {
       unsupported(where + ".role", fmt::format("role '{}' (tools and functions are not "
                                                "implemented); use system, user or assistant.",
                                                r));
+    check_message_fields(m, where);
     auto content = m.find("content");
     out.push_back({r, content_text(content == m.end() ? json() : *content, i)});
   }
@@ -185,32 +187,20 @@ void completion_prompt(const json& body, CompletionRequest& r) {
   r.prompt_is_ids = true;
 }
 
-// Options of the OpenAI API that would change the response shape: refused, not ignored.
-void refuse_unimplemented(const json& body, Endpoint ep) {
-  if (integer(body, "n", 1, 1, 128) != 1) unsupported("n", "only n = 1 is implemented.");
-  if (const json* lp = field(body, "logprobs"))
-    if (!(lp->is_boolean() && !lp->get<bool>())) unsupported("logprobs", "not implemented.");
-  if (ep == Endpoint::kChat) {
-    for (const char* name : {"tools", "functions"})
-      if (const json* t = field(body, name); t && !(t->is_array() && t->empty()))
-        unsupported(name, "tool calling is not implemented.");
-    if (const json* rf = field(body, "response_format")) {
-      if (!rf->is_object()) wrong_type("response_format", "an object", *rf);
-      if (rf->value("type", "text") != "text")
-        unsupported("response_format", "only {\"type\": \"text\"} is implemented.");
-    }
-  } else {
-    if (integer(body, "best_of", 1, 1, 128) != 1) unsupported("best_of", "only 1 is implemented.");
-    if (boolean(body, "echo", false)) unsupported("echo", "not implemented.");
-    if (const json* s = field(body, "suffix");
-        s && !(s->is_string() && s->get<std::string>().empty()))
-      unsupported("suffix", "insertion is not implemented.");
-  }
-}
-
 }  // namespace
 
-CompletionRequest parse_request(const std::string& text, Endpoint ep) {
+SamplerParams openai_sampler_defaults() {
+  SamplerParams p;
+  p.temperature = 1.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.repeat_penalty = 1.0f;
+  p.repeat_last_n = 64;
+  return p;
+}
+
+CompletionRequest parse_request(const std::string& text, Endpoint ep, const RequestDefaults& d) {
   json body;
   try {
     body = json::parse(text);
@@ -232,18 +222,15 @@ CompletionRequest parse_request(const std::string& text, Endpoint ep) {
     r.messages = chat_messages(body);
   else
     completion_prompt(body, r);
-  refuse_unimplemented(body, ep);
-  r.sampler = sampler_params(body);
+  check_fields(body, ep);
+  r.sampler = sampler_params(body, d);
   constexpr int64_t kMax = std::numeric_limits<int>::max();
   // The legacy completions endpoint defaults to 16 tokens; chat runs until the turn ends.
   const int64_t max_tokens = integer(body, "max_tokens", ep == Endpoint::kChat ? -1 : 16, 0, kMax);
   r.max_tokens = int(integer(body, "max_completion_tokens", max_tokens, 0, kMax));
   r.stop = stop_strings(body);
   r.stream = boolean(body, "stream", false);
-  if (const json* so = field(body, "stream_options")) {
-    if (!so->is_object()) wrong_type("stream_options", "an object", *so);
-    r.include_usage = boolean(*so, "include_usage", false);
-  }
+  r.include_usage = stream_options(body);
   return r;
 }
 

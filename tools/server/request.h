@@ -3,6 +3,7 @@
 // joins the queue, and reported as an ApiError naming the field.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,15 +21,29 @@ struct CompletionRequest {
   std::string prompt_text;            // completion: a text prompt …
   std::vector<int32_t> prompt_ids;    // … or token ids (prompt_is_ids)
   bool prompt_is_ids = false;
-  SamplerParams sampler;          // OpenAI defaults unless the client set them
+  SamplerParams sampler;          // RequestDefaults unless the client set them
   int max_tokens = -1;            // < 0: until a stop token or the context is full
   std::vector<std::string> stop;  // stop strings (non-empty)
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };
 
-// Throws ApiError (400) for malformed JSON, wrong types, out-of-range values and options this
-// server does not implement (n > 1, tools, logprobs, frequency/presence penalties, …).
-CompletionRequest parse_request(const std::string& body, Endpoint endpoint);
+// OpenAI's sampling defaults: temperature 1, top_p 1, and the extensions off (top_k 0, min_p 0,
+// repeat_penalty 1).
+SamplerParams openai_sampler_defaults();
+
+// What a request gets for the sampling fields it leaves out: ml_server's --temp, --top-k, …
+// (OpenAI's defaults without them). A request without a seed takes `seed` when the server was
+// started with --seed, else a fresh random one.
+struct RequestDefaults {
+  SamplerParams sampler = openai_sampler_defaults();
+  std::optional<uint64_t> seed;
+};
+
+// Throws ApiError (400) for malformed JSON, wrong types, out-of-range values, options this
+// server does not implement (n > 1, tools, logprobs, frequency/presence penalties, …) and
+// fields it does not know (request_fields.h has the rule).
+CompletionRequest parse_request(const std::string& body, Endpoint endpoint,
+                                const RequestDefaults& defaults = {});
 
 }  // namespace krafla::server
