@@ -102,8 +102,7 @@ int main(int argc, char** argv) {
     app.add_option("--api-key", a.http.api_key, "require 'Authorization: Bearer KEY'")
         ->envname("KRAFLA_API_KEY");
     app.add_option("--cors", a.http.cors_origin, "allow browser requests from this origin (or *)");
-    app.add_option("-t,--threads", a.threads, "threads (default: all cores)")
-        ->check(CLI::NonNegativeNumber);
+    cli::add_threads_option(app, a.threads);
     app.add_option("-c,--ctx", a.ctx,
                    "context size in tokens (default: the model's, capped at 4096)")
         ->check(CLI::NonNegativeNumber);
