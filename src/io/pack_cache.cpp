@@ -77,6 +77,23 @@ std::string first_difference(const nlohmann::json& have, const nlohmann::json& w
   return "stale: the header differs";
 }
 
+// Creates the cache directory's last level only: `--pack-cache /data/cahce/x` (a typo) must
+// not quietly build a tree that nobody will find again. A parent that is missing or not a
+// directory makes the cache unusable; the caller turns the Error into load_note().
+void create_cache_dir(const std::filesystem::path& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  const auto parent = dir.parent_path();
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+    throw Error(fmt::format(
+        "{}: cannot create the pack cache directory: {} {}", dir.string(), parent.string(),
+        std::filesystem::exists(parent, ec) ? "is not a directory" : "does not exist"));
+  std::filesystem::create_directory(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir, ec))
+    throw Error(fmt::format("{}: cannot create the pack cache directory: {}", dir.string(),
+                            ec ? ec.message() : "a file of that name is in the way"));
+}
+
 }  // namespace
 
 std::string PackCache::path_for(const std::string& dir, const std::string& model_path) {
@@ -158,10 +175,8 @@ void PackCache::write(const std::string& path, const MlbFile& model,
     start = align64(kHeader + text.size());
   }
   text.resize(start - kHeader, ' ');  // pad the JSON with spaces up to the data
-  const auto dir = std::filesystem::path(path).parent_path();
+  create_cache_dir(std::filesystem::path(path).parent_path());
   std::error_code ec;
-  if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error(fmt::format("{}: cannot create the pack cache directory: {}", dir.string(), ec.message()));
   const std::string tmp = fmt::format("{}.tmp{}", path, ::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

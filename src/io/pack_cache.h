@@ -36,7 +36,8 @@ class PackCache {
                                          const std::vector<PackEntry>& entries, std::string* why);
 
   // Writes the cache atomically (a temporary file renamed into place), creating `path`'s
-  // directory. Throws krafla::Error naming the path on failure.
+  // directory if missing, but not its parents. Throws krafla::Error naming the path on failure
+  // (a missing parent included).
   static void write(const std::string& path, const MlbFile& model,
                     const std::vector<PackEntry>& entries, const std::vector<const void*>& data);
 
