@@ -67,7 +67,7 @@ struct Test {
 
 struct Result {
   Test test;
-  std::string time;                 // when the test started, ISO 8601 UTC
+  std::string time;                  // when the test started, ISO 8601 UTC
   std::vector<uint64_t> samples_ns;  // one per repetition
   std::vector<double> samples_ts() const {
     std::vector<double> v;
@@ -107,7 +107,8 @@ std::vector<Test> plan_tests(const std::vector<int>& threads, const std::vector<
   for (int t : threads)
     for (int d : depths) {
       if (d >= max_ctx)
-        throw Error(fmt::format("-d {} leaves no room in the model's {}-token context", d, max_ctx));
+        throw Error(
+            fmt::format("-d {} leaves no room in the model's {}-token context", d, max_ctx));
       auto add = [&](int p, int n) {
         Test x{t, p, n, d, batch};
         const int room = max_ctx - d;
@@ -213,8 +214,13 @@ class Printer {
       : format_(std::move(format)), model_(m), build_(cli::version_line("ml_bench")) {
     // Column widths from every value known up front, so the header lines up with the rows
     // (llama-bench's fixed widths, widened where a value is longer).
-    widths_ = {std::max<size_t>(30, m.type.size()), 10, 10,
-               std::max<size_t>(10, std::string(kernels::isa_name()).size()), 7, 15, 20};
+    widths_ = {std::max<size_t>(30, m.type.size()),
+               10,
+               10,
+               std::max<size_t>(10, std::string(kernels::isa_name()).size()),
+               7,
+               15,
+               20};
     for (const auto& t : tests) widths_[5] = std::max(widths_[5], t.name().size());
   }
 
@@ -234,8 +240,8 @@ class Printer {
     const ordered_json j = result_json(r, model_, build_);
     if (format_ == "md") {
       const std::vector<double> ts = r.samples_ts();
-      row({model_.type, human_size(model_.size), human_params(model_.n_params),
-           kernels::isa_name(), std::to_string(r.test.threads), r.test.name(),
+      row({model_.type, human_size(model_.size), human_params(model_.n_params), kernels::isa_name(),
+           std::to_string(r.test.threads), r.test.name(),
            fmt::format("{:.2f} ± {:.2f}", mean(ts), stddev(ts))});
     } else if (format_ == "csv") {
       if (first_) print_csv_header(j);
@@ -294,19 +300,29 @@ int main(int argc, char** argv) {
     CLI::App app{"ml_bench: prefill (ppN) and decode (tgN) speed, as llama-bench measures it"};
     app.add_option("-m,--model", path, "model file (.mlb)")->required();
     app.add_option("-p,--n-prompt", n_prompt, "prompt lengths, comma-separated (0: no pp test)")
-        ->delimiter(',')->capture_default_str()->check(CLI::Range(0, 1 << 20));
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
     app.add_option("-n,--n-gen", n_gen, "generated token counts, comma-separated (0: no tg test)")
-        ->delimiter(',')->capture_default_str()->check(CLI::Range(0, 1 << 20));
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
     app.add_option("-d,--n-depth", n_depth, "tokens already in the cache before each test")
-        ->delimiter(',')->capture_default_str()->check(CLI::Range(0, 1 << 20));
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
     app.add_option("-t,--threads", threads, "thread counts, comma-separated (default: all cores)")
-        ->delimiter(',')->check(CLI::Range(1, 1024));
+        ->delimiter(',')
+        ->check(CLI::Range(1, 1024));
     app.add_option("-r,--repetitions", reps, "repetitions of each test")
-        ->capture_default_str()->check(CLI::Range(1, 1000));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
     app.add_option("-b,--batch", batch, "prompt tokens per forward step")
-        ->capture_default_str()->check(CLI::Range(1, 128));
+        ->capture_default_str()
+        ->check(CLI::Range(1, 128));
     auto* out_opt = app.add_option("-o,--output", output, "output format")
-                        ->capture_default_str()->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));
+                        ->capture_default_str()
+                        ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));
     app.add_flag("--json", json, "the same as -o json")->excludes(out_opt);
     app.add_flag("--progress", progress, "print every repetition's speed on stderr");
     cli::add_pack_cache_option(app, pack_cache);
@@ -315,8 +331,8 @@ int main(int argc, char** argv) {
     if (json) output = "json";
 
     const double t_load = cli::now_seconds();
-    auto model = cli::load_model("ml_bench", path, *std::max_element(threads.begin(), threads.end()),
-                                 pack_cache);
+    auto model = cli::load_model("ml_bench", path,
+                                 *std::max_element(threads.begin(), threads.end()), pack_cache);
     fmt::print(stderr, "ml_bench: loaded in {:.2f} s\n", cli::now_seconds() - t_load);
     const ModelConfig& c = model->config();
     const std::vector<Test> tests = plan_tests(threads, n_depth, n_prompt, n_gen, batch, c.max_ctx);

@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
       // Both `ml_tok info FILE` and `ml_tok FILE info` read naturally; take either.
       if (!info_path.empty() && !path.empty())
         throw Error("info: give the file once (ml_tok info FILE)");
-      if (info_path.empty() && path.empty()) throw Error("info: the file is missing (ml_tok info FILE)");
+      if (info_path.empty() && path.empty())
+        throw Error("info: the file is missing (ml_tok info FILE)");
       return cli::print_model_info(info_path.empty() ? path : info_path, info_json);
     }
     if (path.empty()) throw Error("the file is missing (ml_tok FILE encode|decode …)");

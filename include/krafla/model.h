@@ -89,9 +89,9 @@ Tokenizer load_tokenizer(const std::string& path);
 // One entry of a file's tensor table (docs/format.md).
 struct TensorInfo {
   std::string name;
-  std::string dtype;            // f32, f16, bf16, q8_0, q4_0, bytes
+  std::string dtype;  // f32, f16, bf16, q8_0, q4_0, bytes
   std::vector<int64_t> shape;
-  uint64_t offset = 0;          // from data_offset
+  uint64_t offset = 0;  // from data_offset
   uint64_t bytes = 0;
 };
 
@@ -99,12 +99,12 @@ struct TensorInfo {
 // tensor's bounds, the config) but with no weight packed: for dumps such as ml_tok info.
 struct ModelFileInfo {
   std::string path;
-  std::string kind;         // "model" or "tokenizer"
-  uint32_t version = 0;     // format version
+  std::string kind;      // "model" or "tokenizer"
+  uint32_t version = 0;  // format version
   uint64_t file_size = 0;
   uint64_t data_offset = 0;
   std::optional<ModelConfig> config;  // model files only
-  std::string source_json;  // the converter's free-form "source" object, as JSON text
+  std::string source_json;            // the converter's free-form "source" object, as JSON text
   std::vector<TensorInfo> tensors;    // table order; the tokenizer's `bytes` entries included
 };
 ModelFileInfo inspect_model_file(const std::string& path);

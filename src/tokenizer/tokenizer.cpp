@@ -121,7 +121,8 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
                           a.value("special", false)};
         impl->vocab.set(t.content, t.id);
         impl->trie.insert(t.content, static_cast<int32_t>(impl->added.size()));
-        if (!t.special) impl->plain_trie.insert(t.content, static_cast<int32_t>(impl->added.size()));
+        if (!t.special)
+          impl->plain_trie.insert(t.content, static_cast<int32_t>(impl->added.size()));
         if (t.special) special_strings.push_back(t.content);
         impl->added.push_back(std::move(t));
       }
