@@ -18,8 +18,8 @@ Fairness on a noisy shared machine: the two programs alternate per configuration
 threads, binary pair) and per round, in ABBA order, so slow drift in the background load hits
 both alike; every invocation has its own untimed warm-up; the reported number is the median
 over rounds of each invocation's median of -r repeats. Decode is timed after the prompt in
-both programs (ml_bench decodes at positions p..p+n; llama-bench runs its tg test with
--d p), so the attention work per token is the same. --max-load waits (up to --wait-s) for
+both programs (each runs its tg test with -d p), so the attention work per token is the
+same. --max-load waits (up to --wait-s) for
 the 1-minute load average to drop below a bound before each measurement, and the load seen
 is printed with the results.
 
@@ -122,13 +122,28 @@ def run(cmd: list[str]) -> str:
     return p.stdout
 
 
-def krafla_once(binary: str, model: str, threads: int, a: argparse.Namespace) -> dict:
-    out = run([binary, "-m", model, "-t", str(threads), "-p", str(a.n_prompt), "-n", str(a.n_gen),
-               "-r", str(a.reps), "--json"])
-    rows = json.loads(out.strip().splitlines()[-1])
+def krafla_test(binary: str, model: str, threads: int, a: argparse.Namespace,
+                n_prompt: int, n_gen: int, depth: int) -> dict:
+    out = run([binary, "-m", model, "-t", str(threads), "-p", str(n_prompt), "-n", str(n_gen),
+               "-d", str(depth), "-r", str(a.reps), "-o", "json"])
+    rows = json.loads(out)
     if len(rows) != 1:
-        raise BenchError(f"{binary}: expected one result row, got {len(rows)}")
+        raise BenchError(f"{binary}: expected one test, got {len(rows)}")
     return rows[0]
+
+
+def krafla_once(binary: str, model: str, threads: int, a: argparse.Namespace) -> dict:
+    """The same two tests as llama_once: prefill from an empty cache, decode after the prompt."""
+    res = {"prefill_tok_s": 0.0, "decode_tok_s": 0.0}
+    if a.n_prompt > 0:
+        t = krafla_test(binary, model, threads, a, a.n_prompt, 0, 0)
+        res["prefill_tok_s"] = median(t["samples_ts"])
+        res["isa"], res["prefill"] = t["isa"], t
+    if a.n_gen > 0:
+        t = krafla_test(binary, model, threads, a, 0, a.n_gen, a.n_prompt)
+        res["decode_tok_s"] = median(t["samples_ts"])
+        res["isa"], res["decode"] = t["isa"], t
+    return res
 
 
 def llama_test(binary: str, gguf: str, threads: int, a: argparse.Namespace,

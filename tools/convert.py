@@ -108,6 +108,24 @@ def check_tensors(plan: list, shapes: dict[str, tuple[int, ...]], c: dict[str, A
 Getter = Callable[[str, slice], np.ndarray]
 
 
+def chat_template_note(c: dict[str, Any], tok_files: dict[str, bytes]) -> str:
+    """What the file says about the chat template (config chat_template, a renderer name), and
+    where the converter got it; printed after conversion so that a model without one is no
+    surprise at `ml_run --chat auto`."""
+    try:
+        tmpl = json.loads(tok_files.get("tokenizer_config.json") or b"{}").get("chat_template")
+    except (ValueError, AttributeError):
+        tmpl = None
+    name = c.get("chat_template") or ""
+    if name:
+        where = ("guessed from the checkpoint's chat template and vocabulary" if tmpl
+                 else "guessed from the vocabulary: the checkpoint has no chat template")
+        return f"chat template: '{name}' recorded ({where}); ml_run --chat auto uses it"
+    why = ("the checkpoint's chat template matches no built-in renderer" if tmpl
+           else "the checkpoint has no chat template and the vocabulary suggests none")
+    return f"chat template: none recorded ({why}); pick one with ml_run --chat NAME"
+
+
 def write_mlb(out: str, c: dict[str, Any], plan: list, get: Getter, tok_files: dict[str, bytes],
               qtype: str, q8: set[str], q4_rule: str, source: dict[str, Any]) -> None:
     specs = [mlb.TensorSpec(n, "bytes", (len(tok_files[n]),)) for n in ctok.TOKENIZER_FILES]
@@ -138,6 +156,7 @@ def write_mlb(out: str, c: dict[str, Any], plan: list, get: Getter, tok_files: d
     w.close()
     print(f"convert: wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB) in {time.time() - t_all:.1f} s",
           file=sys.stderr)
+    print(f"convert: {chat_template_note(c, tok_files)}", file=sys.stderr)
 
 
 def _load_json(path: str, required: bool) -> dict[str, Any]:

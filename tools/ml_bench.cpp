@@ -1,10 +1,17 @@
-// ml_bench: prefill and decode speed, median of repeats, per thread count.
+// ml_bench: prefill (ppN) and decode (tgN) speed in llama-bench's shape: one test per thread
+// count × depth × -p value / -n value, mean ± sample stddev of -r repetitions, printed as a
+// Markdown table, CSV, JSON or JSON lines.
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "cli_common.h"
 #include "kernels/kernels.h"
@@ -13,93 +20,332 @@
 #include "krafla/session.h"
 
 using namespace krafla;
+using ordered_json = nlohmann::ordered_json;
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-struct Result {
-  int threads;
-  double prefill, decode;
+// What the tests are about, for every output row (llama-bench's model_* fields).
+struct ModelDesc {
+  std::string filename, type, arch, quant;
+  uint64_t size = 0, n_params = 0;  // weights only: the tokenizer's `bytes` entries left out
 };
 
-Result bench(const Model& model, int threads, int n_prompt, int n_gen, int reps, int batch) {
-  Session s(model, {threads, n_prompt + n_gen + 1, batch});
-  std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> pick(0, model.config().n_vocab - 1);
-  std::vector<int32_t> prompt(std::max(n_prompt, 1));
-  for (auto& t : prompt) t = pick(rng);
-  std::vector<double> pf, dc;
-  // One untimed warm-up pass pages in the weights and spins up the threads.
-  for (int r = -1; r < reps; ++r) {
-    s.truncate(0);
-    double t0 = cli::now_seconds();
-    if (n_prompt > 0) s.eval(prompt);
-    double t1 = cli::now_seconds();
-    if (n_prompt == 0) s.eval(std::span<const int32_t>(prompt.data(), 1));
-    double t2 = cli::now_seconds();
-    for (int i = 0; i < n_gen; ++i) {
-      const int32_t tok = pick(rng);
-      s.eval(std::span<const int32_t>(&tok, 1));
-    }
-    double t3 = cli::now_seconds();
-    if (r < 0) continue;
-    if (n_prompt > 0) pf.push_back(n_prompt / (t1 - t0));
-    if (n_gen > 0) dc.push_back(n_gen / (t3 - t2));
+// "llama 67M Q4_0": arch, parameter count, and the dtype holding most of the block matrices'
+// bytes (the embedding and output are often kept in Q8_0 and would outweigh them).
+ModelDesc describe_model(const std::string& path) {
+  const ModelFileInfo info = inspect_model_file(path);
+  ModelDesc d;
+  d.filename = path;
+  d.arch = info.config ? info.config->arch : info.kind;
+  std::map<std::string, uint64_t> block_bytes;
+  for (const auto& t : info.tensors) {
+    if (t.dtype == "bytes") continue;
+    uint64_t n = 1;
+    for (int64_t x : t.shape) n *= uint64_t(x);
+    d.n_params += n;
+    d.size += t.bytes;
+    if (t.name.starts_with("blk.") && t.shape.size() == 2) block_bytes[t.dtype] += t.bytes;
   }
-  return {s.n_threads(), pf.empty() ? 0 : median(pf), dc.empty() ? 0 : median(dc)};
+  auto most = std::max_element(block_bytes.begin(), block_bytes.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  d.quant = most == block_bytes.end() ? "?" : most->first;
+  std::transform(d.quant.begin(), d.quant.end(), d.quant.begin(), ::toupper);
+  const std::string n = d.n_params >= 1000000000 ? fmt::format("{:.1f}B", d.n_params / 1e9)
+                                                 : fmt::format("{:.0f}M", d.n_params / 1e6);
+  d.type = fmt::format("{} {} {}", d.arch, n, d.quant);
+  return d;
 }
+
+struct Test {
+  int threads = 1, n_prompt = 0, n_gen = 0, n_depth = 0, batch = 128;
+  std::string name() const {  // llama-bench's: pp512, tg128, "pp512 @ d1024"
+    std::string s = n_prompt > 0 ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
+    return n_depth > 0 ? fmt::format("{} @ d{}", s, n_depth) : s;
+  }
+  int n_tokens() const { return n_prompt + n_gen; }
+};
+
+struct Result {
+  Test test;
+  std::string time;                  // when the test started, ISO 8601 UTC
+  std::vector<uint64_t> samples_ns;  // one per repetition
+  std::vector<double> samples_ts() const {
+    std::vector<double> v;
+    for (uint64_t ns : samples_ns) v.push_back(1e9 * test.n_tokens() / double(ns));
+    return v;
+  }
+};
+
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return v.empty() ? 0 : s / double(v.size());
+}
+
+// Sample standard deviation (n − 1), 0 for a single repetition, as llama-bench reports.
+double stddev(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / double(v.size() - 1));
+}
+
+std::string now_iso() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm);
+}
+
+// The tests in llama-bench's order: per thread count and depth, the -p tests then the -n
+// tests. A test that does not fit the model's context is shortened to fit, and says so.
+std::vector<Test> plan_tests(const std::vector<int>& threads, const std::vector<int>& depths,
+                             const std::vector<int>& prompts, const std::vector<int>& gens,
+                             int batch, int max_ctx) {
+  std::vector<Test> out;
+  for (int t : threads)
+    for (int d : depths) {
+      if (d >= max_ctx)
+        throw Error(
+            fmt::format("-d {} leaves no room in the model's {}-token context", d, max_ctx));
+      auto add = [&](int p, int n) {
+        Test x{t, p, n, d, batch};
+        const int room = max_ctx - d;
+        if (x.n_tokens() > room) {
+          const std::string was = x.name();
+          (p > 0 ? x.n_prompt : x.n_gen) = room;
+          fmt::print(stderr, "ml_bench: {} does not fit the model's {}-token context; running {}\n",
+                     was, max_ctx, x.name());
+        }
+        out.push_back(x);
+      };
+      for (int p : prompts)
+        if (p > 0) add(p, 0);
+      for (int n : gens)
+        if (n > 0) add(0, n);
+    }
+  if (out.empty()) throw Error("nothing to measure: every -p and -n value is 0");
+  return out;
+}
+
+uint64_t elapsed_ns(double t0) { return uint64_t(std::llround((cli::now_seconds() - t0) * 1e9)); }
+
+// As llama-bench: one untimed warm-up, then per repetition an empty cache, an untimed prefill
+// of n_depth tokens, and the timed part: the prompt in --batch steps, or n_gen tokens decoded
+// one at a time. Token ids are random (the speed does not depend on them).
+Result run_test(Session& s, const Test& t, int reps, int n_vocab, bool progress) {
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> pick(0, n_vocab - 1);
+  const auto tokens = [&](int n) {
+    std::vector<int32_t> v(size_t(std::max(n, 1)));
+    for (auto& x : v) x = pick(rng);
+    return v;
+  };
+  const auto timed = [&] {
+    if (t.n_prompt > 0) {
+      s.eval(tokens(t.n_prompt));
+      return;
+    }
+    for (int i = 0; i < t.n_gen; ++i) s.eval(tokens(1));
+  };
+  Result r{t, now_iso(), {}};
+  for (int rep = -1; rep < reps; ++rep) {
+    s.truncate(0);
+    if (t.n_depth > 0) s.eval(tokens(t.n_depth));
+    const double t0 = cli::now_seconds();
+    timed();
+    if (rep < 0) continue;
+    r.samples_ns.push_back(std::max<uint64_t>(elapsed_ns(t0), 1));
+    if (progress)
+      fmt::print(stderr, "ml_bench: {}, threads {}: repetition {}/{}: {:.2f} t/s\n", t.name(),
+                 t.threads, rep + 1, reps, r.samples_ts().back());
+  }
+  return r;
+}
+
+// ---- output: llama-bench's printers (md, csv, json, jsonl) ----
+
+ordered_json result_json(const Result& r, const ModelDesc& m, const std::string& build) {
+  std::vector<double> ns(r.samples_ns.begin(), r.samples_ns.end());
+  const std::vector<double> ts = r.samples_ts();
+  return {{"build", build},
+          {"isa", kernels::isa_name()},
+          {"model_filename", m.filename},
+          {"model_type", m.type},
+          {"model_arch", m.arch},
+          {"model_quant", m.quant},
+          {"model_size", m.size},
+          {"model_n_params", m.n_params},
+          {"n_batch", r.test.batch},
+          {"n_threads", r.test.threads},
+          {"n_prompt", r.test.n_prompt},
+          {"n_gen", r.test.n_gen},
+          {"n_depth", r.test.n_depth},
+          {"test", r.test.name()},
+          {"test_time", r.time},
+          {"avg_ns", uint64_t(std::llround(mean(ns)))},
+          {"stddev_ns", uint64_t(std::llround(stddev(ns)))},
+          {"avg_ts", mean(ts)},
+          {"stddev_ts", stddev(ts)},
+          {"samples_ns", r.samples_ns},
+          {"samples_ts", ts}};
+}
+
+std::string csv_cell(const ordered_json& v) {
+  std::string s = v.is_string() ? v.get<std::string>() : v.dump();
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string human_size(uint64_t bytes) {
+  return bytes < (uint64_t{1} << 30) ? fmt::format("{:.2f} MiB", bytes / 1048576.0)
+                                     : fmt::format("{:.2f} GiB", bytes / 1073741824.0);
+}
+
+std::string human_params(uint64_t n) {
+  return n < 1000000000 ? fmt::format("{:.2f} M", n / 1e6) : fmt::format("{:.2f} B", n / 1e9);
+}
+
+class Printer {
+ public:
+  Printer(std::string format, const ModelDesc& m, const std::vector<Test>& tests)
+      : format_(std::move(format)), model_(m), build_(cli::version_line("ml_bench")) {
+    // Column widths from every value known up front, so the header lines up with the rows
+    // (llama-bench's fixed widths, widened where a value is longer).
+    widths_ = {std::max<size_t>(30, m.type.size()),
+               10,
+               10,
+               std::max<size_t>(10, std::string(kernels::isa_name()).size()),
+               7,
+               15,
+               20};
+    for (const auto& t : tests) widths_[5] = std::max(widths_[5], t.name().size());
+  }
+
+  void header() {
+    if (format_ == "md") {
+      row({"model", "size", "params", "isa", "threads", "test", "t/s"});
+      std::string sep = "|";
+      for (size_t i = 0; i < widths_.size(); ++i)
+        sep += fmt::format(" {}{} |", std::string(widths_[i] - 1, '-'), kLeft[i] ? '-' : ':');
+      fmt::print("{}\n", sep);
+    } else if (format_ == "json") {
+      fmt::print("[\n");
+    }
+  }
+
+  void test(const Result& r) {
+    const ordered_json j = result_json(r, model_, build_);
+    if (format_ == "md") {
+      const std::vector<double> ts = r.samples_ts();
+      row({model_.type, human_size(model_.size), human_params(model_.n_params), kernels::isa_name(),
+           std::to_string(r.test.threads), r.test.name(),
+           fmt::format("{:.2f} ± {:.2f}", mean(ts), stddev(ts))});
+    } else if (format_ == "csv") {
+      if (first_) print_csv_header(j);
+      std::vector<std::string> cells;
+      for (const auto& [k, v] : j.items())
+        if (!v.is_array()) cells.push_back(csv_cell(v));
+      fmt::print("{}\n", fmt::join(cells, ","));
+    } else if (format_ == "json") {
+      fmt::print("{}  {}", first_ ? "" : ",\n", j.dump());
+    } else {
+      fmt::print("{}\n", j.dump());
+    }
+    first_ = false;
+    std::fflush(stdout);
+  }
+
+  void footer() {
+    if (format_ == "md") fmt::print("\nbuild: {}\n", build_);
+    if (format_ == "json") fmt::print("{}]\n", first_ ? "" : "\n");
+  }
+
+ private:
+  static constexpr bool kLeft[7] = {true, false, false, true, false, false, false};
+
+  void row(const std::vector<std::string>& cells) {
+    std::string line = "|";
+    for (size_t i = 0; i < cells.size(); ++i)
+      line += kLeft[i] ? fmt::format(" {:<{}} |", cells[i], widths_[i])
+                       : fmt::format(" {:>{}} |", cells[i], widths_[i]);
+    fmt::print("{}\n", line);
+  }
+
+  void print_csv_header(const ordered_json& j) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : j.items())
+      if (!v.is_array()) keys.push_back(k);  // samples only in JSON, as llama-bench
+    fmt::print("{}\n", fmt::join(keys, ","));
+  }
+
+  std::string format_;
+  ModelDesc model_;
+  std::string build_;
+  std::vector<size_t> widths_;
+  bool first_ = true;
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
   return cli::run_main("ml_bench", [&] {
-    std::string path, threads = "1";
-    int n_prompt = 128, n_gen = 64, reps = 3, batch = 128;
-    bool json = false;
-    CLI::App app{"ml_bench: measure prefill and decode speed"};
+    std::string path, output = "md", pack_cache;
+    std::vector<int> n_prompt{512}, n_gen{128}, n_depth{0};
+    std::vector<int> threads{int(std::max(1u, std::thread::hardware_concurrency()))};
+    int reps = 5, batch = 128;
+    bool json = false, progress = false;
+    CLI::App app{"ml_bench: prefill (ppN) and decode (tgN) speed, as llama-bench measures it"};
     app.add_option("-m,--model", path, "model file (.mlb)")->required();
-    app.add_option("-p,--n-prompt", n_prompt, "prompt tokens")->capture_default_str()->check(CLI::Range(0, 1 << 20));
-    app.add_option("-n,--n-gen", n_gen, "generated tokens")->capture_default_str()->check(CLI::Range(0, 1 << 20));
-    app.add_option("-t,--threads", threads, "thread counts, comma-separated")->capture_default_str();
-    app.add_option("-r,--repetitions", reps, "repeats (the median is reported)")->capture_default_str()->check(CLI::Range(1, 1000));
-    app.add_option("--batch", batch, "prompt tokens per forward step")->capture_default_str()->check(CLI::Range(1, 128));
-    std::string pack_cache;
+    app.add_option("-p,--n-prompt", n_prompt, "prompt lengths, comma-separated (0: no pp test)")
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
+    app.add_option("-n,--n-gen", n_gen, "generated token counts, comma-separated (0: no tg test)")
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
+    app.add_option("-d,--n-depth", n_depth, "tokens already in the cache before each test")
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 20));
+    app.add_option("-t,--threads", threads, "thread counts, comma-separated (default: all cores)")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 1024));
+    app.add_option("-r,--repetitions", reps, "repetitions of each test")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1000));
+    app.add_option("-b,--batch", batch, "prompt tokens per forward step")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 128));
+    auto* out_opt = app.add_option("-o,--output", output, "output format")
+                        ->capture_default_str()
+                        ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));
+    app.add_flag("--json", json, "the same as -o json")->excludes(out_opt);
+    app.add_flag("--progress", progress, "print every repetition's speed on stderr");
     cli::add_pack_cache_option(app, pack_cache);
-    app.add_flag("--json", json, "print one JSON array on stdout");
     cli::add_version_flag(app, "ml_bench");
     if (auto rc = cli::parse(app, argc, argv, "ml_bench")) return *rc;
-    const std::vector<int> tlist = cli::parse_int_list(threads, "--threads");
-    for (int t : tlist)
-      if (t < 1 || t > 1024) throw Error(fmt::format("--threads: {} is out of range", t));
+    if (json) output = "json";
+
     const double t_load = cli::now_seconds();
-    auto model = cli::load_model("ml_bench", path, *std::max_element(tlist.begin(), tlist.end()), pack_cache);
+    auto model = cli::load_model("ml_bench", path,
+                                 *std::max_element(threads.begin(), threads.end()), pack_cache);
     fmt::print(stderr, "ml_bench: loaded in {:.2f} s\n", cli::now_seconds() - t_load);
-    if (n_prompt + n_gen + 1 > model->config().max_ctx)
-      throw Error(fmt::format("-p + -n = {} exceeds the model's context {}", n_prompt + n_gen,
-                              model->config().max_ctx));
-    nlohmann::json out = nlohmann::json::array();
-    if (!json) {
-      fmt::print("model: {}\nisa: {}\n\n", model->describe(), kernels::isa_name());
-      fmt::print("| threads | prefill {:>4} (tok/s) | decode {:>4} (tok/s) |\n", n_prompt, n_gen);
-      fmt::print("|--------:|--------------------:|-------------------:|\n");
+    const ModelConfig& c = model->config();
+    const std::vector<Test> tests = plan_tests(threads, n_depth, n_prompt, n_gen, batch, c.max_ctx);
+    Printer printer(output, describe_model(path), tests);
+    printer.header();
+    for (size_t i = 0; i < tests.size(); ++i) {
+      const Test& t = tests[i];
+      fmt::print(stderr, "ml_bench: test {}/{}: {}, threads {}, {} repetitions\n", i + 1,
+                 tests.size(), t.name(), t.threads, reps);
+      Session s(*model, {t.threads, t.n_depth + t.n_tokens(), t.batch});
+      printer.test(run_test(s, t, reps, c.n_vocab, progress));
     }
-    for (int t : tlist) {
-      const Result r = bench(*model, t, n_prompt, n_gen, reps, batch);
-      if (json) {
-        out.push_back({{"threads", r.threads}, {"n_prompt", n_prompt}, {"n_gen", n_gen},
-                       {"prefill_tok_s", r.prefill}, {"decode_tok_s", r.decode},
-                       {"isa", kernels::isa_name()}});
-      } else {
-        fmt::print("| {:>7} | {:>19.2f} | {:>18.2f} |\n", r.threads, r.prefill, r.decode);
-        std::fflush(stdout);
-      }
-    }
-    if (json) fmt::print("{}\n", out.dump());
+    printer.footer();
     return 0;
   });
 }

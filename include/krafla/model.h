@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,5 +85,28 @@ class Model {
 
 // Loads only the tokenizer of a .mlb or .mlt file.
 Tokenizer load_tokenizer(const std::string& path);
+
+// One entry of a file's tensor table (docs/format.md).
+struct TensorInfo {
+  std::string name;
+  std::string dtype;  // f32, f16, bf16, q8_0, q4_0, bytes
+  std::vector<int64_t> shape;
+  uint64_t offset = 0;  // from data_offset
+  uint64_t bytes = 0;
+};
+
+// What a .mlb or .mlt file holds, validated as load() validates it (header, metadata, every
+// tensor's bounds, the config) but with no weight packed: for dumps such as ml_tok info.
+struct ModelFileInfo {
+  std::string path;
+  std::string kind;      // "model" or "tokenizer"
+  uint32_t version = 0;  // format version
+  uint64_t file_size = 0;
+  uint64_t data_offset = 0;
+  std::optional<ModelConfig> config;  // model files only
+  std::string source_json;            // the converter's free-form "source" object, as JSON text
+  std::vector<TensorInfo> tensors;    // table order; the tokenizer's `bytes` entries included
+};
+ModelFileInfo inspect_model_file(const std::string& path);
 
 }  // namespace krafla

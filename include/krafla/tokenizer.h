@@ -21,16 +21,25 @@ class Tokenizer {
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
-  // As the Hugging Face tokenizer's encode(text, add_special_tokens): special (added) tokens
-  // written in the text are always recognised; add_special adds what the post-processor adds
-  // (e.g. BOS).
-  std::vector<int32_t> encode(std::string_view text, bool add_special = true) const;
+  // As the Hugging Face tokenizer's encode(text, add_special_tokens): add_special adds what
+  // the post-processor adds (e.g. BOS). Special added tokens written in the text
+  // ("<|im_start|>") are recognised unless parse_special is false; then they are tokenized as
+  // plain text, as HF's split_special_tokens=True and llama.cpp's parse_special=false do (added
+  // tokens that are not special are still recognised, as in both).
+  std::vector<int32_t> encode(std::string_view text, bool add_special = true,
+                              bool parse_special = true) const;
   // As decode(ids, skip_special_tokens). Throws krafla::Error on an id outside the vocabulary.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
   int32_t vocab_size() const;                                     // including added tokens
   std::optional<int32_t> token_id(std::string_view token) const;  // exact vocab/added token
   std::string token_text(int32_t id) const;                       // the vocabulary string
+  // The bytes one token stands for on its own, as llama.cpp's token_to_piece: byte-level
+  // characters mapped back to bytes, "▁" as a space (no first-token strip), <0xNN> as its
+  // byte. May be part of a UTF-8 sequence.
+  std::string piece(int32_t id) const;
+  std::string kind() const;  // "byte-level BPE", "BPE with byte fallback" or "BPE"
+  int32_t n_added() const;   // added_tokens entries (the special ones among them too)
   bool is_special(int32_t id) const;
   int32_t bos_id() const;  // -1 when none (from tokenizer_config.json bos_token)
   int32_t eos_id() const;  // -1 when none (tokenizer_config.json eos_token)

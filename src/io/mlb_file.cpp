@@ -97,6 +97,7 @@ void MlbFile::parse() {
     fail(fmt::format("format version {} is newer than this build reads (version {}); update Krafla",
                      version, kMlbVersion));
   if (version == 0) fail("format version 0 is not a valid version");
+  version_ = version;
   const uint32_t flags = read_u32(base_ + 12);
   if (flags != 0) fail(fmt::format("unknown header flags 0x{:x} (version 1 defines none)", flags));
   const uint64_t json_size = read_u64(base_ + 16);
@@ -110,6 +111,7 @@ void MlbFile::parse() {
     fail(fmt::format("corrupt metadata JSON at byte {}: {}", 24 + e.byte, e.what()));
   }
   const uint64_t data_offset = (24 + json_size + 63) / 64 * 64;
+  data_offset_ = data_offset;
   if (!meta_.is_object()) fail("metadata is not a JSON object");
   if (meta_.value("format", "") != "krafla-mlb")
     fail("metadata field 'format' is not \"krafla-mlb\"");
@@ -163,6 +165,7 @@ void MlbFile::parse() {
       tfail(fmt::format("data [{}, {}) is not within the {}-byte file (truncated?)",
                         data_offset + off, data_offset + off + v.size, size_));
     v.data = base_ + data_offset + off;
+    v.offset = off;
     for (const auto& other : tensors_)
       if (other.name == v.name) tfail("appears twice in the tensor table");
     tensors_.push_back(std::move(v));

@@ -17,6 +17,7 @@ struct TensorView {
   DType dtype;
   std::vector<int64_t> shape;  // [rows, cols] for matrices, [n] for vectors
   const uint8_t* data;         // inside the mapping, 64-byte aligned
+  uint64_t offset;             // of data, from the file's data_offset (docs/format.md)
   uint64_t size;               // bytes
   int64_t rows() const { return shape.size() == 2 ? shape[0] : 1; }
   int64_t cols() const { return shape.back(); }
@@ -44,6 +45,8 @@ class MlbFile {
   const TensorView& get(std::string_view name, std::vector<int64_t> shape) const;
   std::string_view bytes(std::string_view name) const;  // a `bytes` entry as text
   uint64_t file_size() const { return size_; }
+  uint32_t version() const { return version_; }
+  uint64_t data_offset() const { return data_offset_; }
 
  private:
   void parse();
@@ -51,6 +54,8 @@ class MlbFile {
   int fd_ = -1;
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
+  uint32_t version_ = 0;
+  uint64_t data_offset_ = 0;
   nlohmann::json meta_;
   std::string kind_;
   std::vector<TensorView> tensors_;

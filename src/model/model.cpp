@@ -178,6 +178,21 @@ Tokenizer load_tokenizer(const std::string& path) {
   return tokenizer_from(f);
 }
 
+ModelFileInfo inspect_model_file(const std::string& path) {
+  MlbFile f(path);
+  ModelFileInfo info;
+  info.path = path;
+  info.kind = f.kind();
+  info.version = f.version();
+  info.file_size = f.file_size();
+  info.data_offset = f.data_offset();
+  if (f.kind() == "model") info.config = parse_config(f.meta(), path);
+  info.source_json = f.meta().value("source", nlohmann::json::object()).dump();
+  for (const auto& t : f.tensors())
+    info.tensors.push_back({t.name, dtype_name(t.dtype), t.shape, t.offset, t.size});
+  return info;
+}
+
 std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
   return load(path, LoadOptions{n_threads, ""});
 }

@@ -28,7 +28,30 @@ int byte_token(const std::string& t) {
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
+// A token's text before any context applies (the first-token strip, byte runs, clean-up).
+std::string token_piece(const Tokenizer::Impl& im, int32_t id) {
+  const std::string& token = im.vocab.tokens[id];
+  std::string piece;
+  if (im.decoder.byte_level && !(im.flags[id] & Tokenizer::Impl::kAdded)) {
+    for (size_t i = 0; i < token.size();) {
+      int b = tok::unicode_to_byte(unicode::next_codepoint(token, i));
+      piece += static_cast<char>(b < 0 ? 0 : b);  // the reference maps unknown chars to 0
+    }
+    return piece;
+  }
+  piece = token;
+  for (const auto& [from, to] : im.decoder.replacements) piece = tok::replace_all(piece, from, to);
+  return piece;
+}
+
 }  // namespace
+
+std::string Tokenizer::piece(int32_t id) const {
+  impl_->check_id(id);
+  if (impl_->decoder.byte_fallback)
+    if (int b = byte_token(impl_->vocab.tokens[id]); b >= 0) return std::string(1, char(b));
+  return token_piece(*impl_, id);
+}
 
 Tokenizer::StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special)
     : tok_(&tok), skip_special_(skip_special), strip_left_(tok.impl_->decoder.strip_start) {}
@@ -65,17 +88,10 @@ std::string Tokenizer::StreamDecoder::push(int32_t id) {
   if (in_byte_run_ && !run_head_done_) raw_ += run_head_;
   in_byte_run_ = false;
 
-  std::string piece;
-  if (plan.byte_level && !(im.flags[id] & Impl::kAdded)) {
-    for (size_t i = 0; i < token.size();) {
-      int b = tok::unicode_to_byte(unicode::next_codepoint(token, i));
-      piece += static_cast<char>(b < 0 ? 0 : b);  // the reference maps unknown chars to 0
-    }
-  } else {
-    piece = token;
-    for (const auto& [from, to] : plan.replacements) piece = tok::replace_all(piece, from, to);
-    if (plan.strip_first_token && first && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
-  }
+  std::string piece = token_piece(im, id);
+  const bool replaced = !(plan.byte_level && !(im.flags[id] & Impl::kAdded));
+  if (replaced && plan.strip_first_token && first && !piece.empty() && piece[0] == ' ')
+    piece.erase(0, 1);
   if (plan.join_with_space && !first) raw_ += ' ';
   raw_ += piece;
   return take_text();

@@ -121,6 +121,8 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
                           a.value("special", false)};
         impl->vocab.set(t.content, t.id);
         impl->trie.insert(t.content, static_cast<int32_t>(impl->added.size()));
+        if (!t.special)
+          impl->plain_trie.insert(t.content, static_cast<int32_t>(impl->added.size()));
         if (t.special) special_strings.push_back(t.content);
         impl->added.push_back(std::move(t));
       }
@@ -178,8 +180,11 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
-std::vector<int32_t> Tokenizer::Impl::encode_text(std::string_view text) const {
+std::vector<int32_t> Tokenizer::Impl::encode_text(std::string_view text, bool parse_special) const {
   // Added tokens are cut out of the raw text first, so normalization cannot break them.
+  // Without parse_special the special ones are not looked for (the Rust library skips their
+  // matches; the text then goes through the model like any other).
+  const tok::AddedTrie& cut = parse_special ? trie : plain_trie;
   struct Section {
     std::string_view text;
     int32_t added = -1;  // index into `added`
@@ -188,7 +193,7 @@ std::vector<int32_t> Tokenizer::Impl::encode_text(std::string_view text) const {
   size_t start = 0;
   for (size_t i = 0; i < text.size();) {
     size_t len = 0;
-    int32_t a = trie.longest_match(text, i, len);
+    int32_t a = cut.longest_match(text, i, len);
     if (a < 0) {
       ++i;
       continue;
@@ -233,18 +238,19 @@ std::vector<int32_t> Tokenizer::Impl::encode_text(std::string_view text) const {
   return ids;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
+                                       bool parse_special) const {
   std::vector<int32_t> ids;
   if (impl_->llama_non_legacy && !text.empty()) {
     // transformers' T5/Llama non-legacy trick: encode "▁" + text, then drop a lone leading
     // "▁" when a special token follows it.
     std::string t = "\u2581" + tok::replace_all(text, "\u2581", " ");
-    ids = impl_->encode_text(t);
+    ids = impl_->encode_text(t, parse_special);
     auto under = impl_->vocab.find("\u2581");
     if (ids.size() > 1 && under && ids[0] == *under && (impl_->flags[ids[1]] & Impl::kSpecial))
       ids.erase(ids.begin());
   } else {
-    ids = impl_->encode_text(text);
+    ids = impl_->encode_text(text, parse_special);
   }
   if (!add_special) return ids;
   std::vector<int32_t> out(impl_->prefix_ids);
@@ -274,6 +280,14 @@ bool Tokenizer::is_special(int32_t id) const {
   impl_->check_id(id);
   return impl_->flags[id] & Impl::kSpecial;
 }
+
+std::string Tokenizer::kind() const {
+  if (impl_->decoder.byte_level) return "byte-level BPE";
+  if (impl_->decoder.byte_fallback) return "BPE with byte fallback";
+  return "BPE";
+}
+
+int32_t Tokenizer::n_added() const { return static_cast<int32_t>(impl_->added.size()); }
 
 int32_t Tokenizer::bos_id() const { return impl_->bos; }
 int32_t Tokenizer::eos_id() const { return impl_->eos; }

@@ -47,6 +47,7 @@ struct Tokenizer::Impl {
   tok::DecoderPlan decoder;
   std::vector<tok::AddedToken> added;
   tok::AddedTrie trie;
+  tok::AddedTrie plain_trie;   // the added tokens that are not special (parse_special=false)
   std::vector<uint8_t> flags;  // per id: kSpecial | kAdded
   static constexpr uint8_t kSpecial = 1, kAdded = 2;
   std::vector<int32_t> prefix_ids, suffix_ids;  // what the post-processor puts around the text
@@ -54,7 +55,7 @@ struct Tokenizer::Impl {
   bool llama_non_legacy = false;  // LlamaTokenizer with legacy=false (transformers' rewrite)
   int32_t bos = -1, eos = -1;
 
-  std::vector<int32_t> encode_text(std::string_view text) const;
+  std::vector<int32_t> encode_text(std::string_view text, bool parse_special) const;
   void check_id(int32_t id) const;
 };
 

@@ -586,6 +586,34 @@ class ConvertTest(unittest.TestCase):
         self.assertEqual(r.raw("tokenizer.json"), read_bytes(os.path.join(self.tiny, "tokenizer.json")))
         ck.close()
 
+    def test_convert_says_which_chat_template_it_recorded(self):
+        # The tiny model has the Llama 2 vocabulary and no template: llama2 from the vocabulary.
+        code, err = self.convert([self.tiny, "-o", self.out("tiny_ct.mlb"), "--quant", "f32"])
+        self.assertEqual(code, 0, err)
+        self.assertIn("convert: chat template: 'llama2' recorded (guessed from the vocabulary", err)
+        self.assertEqual(mlb.MlbReader(self.out("tiny_ct.mlb")).config["chat_template"], "llama2")
+        # A template no renderer reproduces (ChatML with Qwen2's built-in system prompt): nothing
+        # recorded, and the line says so.
+        d = self.copy_model("tiny_odd_template")
+        p = os.path.join(d, "tokenizer_config.json")
+        with open(p) as f:
+            tc = json.load(f)
+        tc["chat_template"] = ("{% if messages[0]['role'] != 'system' %}<|im_start|>system\\nYou are a "
+                               "helpful assistant.<|im_end|>\\n{% endif %}")
+        with open(p, "w") as f:
+            json.dump(tc, f)
+        code, err = self.convert([d, "-o", self.out("tiny_odd.mlb"), "--quant", "f32"])
+        self.assertEqual(code, 0, err)
+        self.assertIn("convert: chat template: none recorded (the checkpoint's chat template matches "
+                      "no built-in renderer); pick one with ml_run --chat NAME", err)
+        self.assertEqual(mlb.MlbReader(self.out("tiny_odd.mlb")).config["chat_template"], "")
+        # The note alone: a template that is recognised, and no template with no hint at all.
+        self.assertIn("'chatml' recorded (guessed from the checkpoint's chat template and vocabulary)",
+                      convert.chat_template_note({"chat_template": "chatml"},
+                                                 {"tokenizer_config.json": b'{"chat_template": "x"}'}))
+        self.assertIn("none recorded (the checkpoint has no chat template and the vocabulary",
+                      convert.chat_template_note({"chat_template": ""}, {"tokenizer_config.json": b"{}"}))
+
     def test_convert_f16_mistral_bf16_input(self):
         p = self.out("mistral_f16.mlb")
         code, err = self.convert([self.mistral, "-o", p, "--quant", "f16"])

@@ -1,5 +1,6 @@
 // Regenerates fixtures/NAME.json: for every text of texts.json, the reference ids (with and
-// without special tokens) and the reference decodes of those ids. The reference is
+// without special tokens, and without parsing special-token text) and the reference decodes
+// of those ids. The reference is
 // @lenml/tokenizers (a dependency-free fork of transformers.js), pinned in package.json.
 //   cd tests/tokenizer && npm install && node gen_fixtures.mjs [NAME...]
 // Tokenizer files come from scripts/fetch_tokenizers.sh (.models/tokenizers/NAME).
@@ -169,10 +170,24 @@ if (names.includes("qwen3_5_marks")) {
   console.log(`qwen3_5_marks: ${add.merges.length} letter-mark merges`);
 }
 
+// HF's split_special_tokens=True (the Rust library's encode_special_tokens, llama.cpp's
+// parse_special=false): special added tokens written in the text are not cut out, so the text
+// goes through the normalizer, pre-tokenizer and model like any other; added tokens that are
+// not special still are. The reference has no such switch, so its own splitter is rebuilt from
+// the added tokens that are not special, and the special ones leave the map that would return
+// a section equal to one of them as that token.
+const withoutSpecialParsing = (tok) => {
+  const kept = tok.added_tokens.filter((t) => !t.special);
+  tok.added_tokens_splitter = new tok.added_tokens_splitter.constructor(kept.map((t) => t.content));
+  tok.added_tokens_map = new Map(kept.map((t) => [t.content, t]));
+  return tok;
+};
+
 fs.mkdirSync(path.join(here, "fixtures"), { recursive: true });
 for (const name of names) {
   const variant = variants[name] ?? { dir: name, config: {} };
   const tok = load(variant);
+  const tokNps = withoutSpecialParsing(load(variant));
   // To keep the files small, decoded_skip is left out when it equals the text, and
   // decoded_plain when it equals decoded_skip (the test fills them back in).
   const cases = texts.map((text) => {
@@ -183,6 +198,9 @@ for (const name of names) {
     const decodedPlain = decode(tok, plain, {});
     if (skip !== text) c.decoded_skip = skip;
     if (decodedPlain !== skip) c.decoded_plain = decodedPlain;
+    // plain_nps: add_special_tokens=false, special tokens not parsed; omitted when it equals plain.
+    const nps = tokNps.encode(text, { add_special_tokens: false });
+    if (JSON.stringify(nps) !== JSON.stringify(plain)) c.plain_nps = nps;
     return c;
   });
   const out = {

@@ -2,6 +2,7 @@
 // partial UTF-8, and the Unicode helpers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -183,6 +184,40 @@ TEST(Tokenizer, LeadingSpaceStrippedOnlyAtStart) {
   std::vector<int32_t> twice = ids;
   twice.insert(twice.end(), ids.begin(), ids.end());
   EXPECT_EQ(t->decode(twice), "Hello world Hello world");
+}
+
+// parse_special=false leaves special tokens to the model but still cuts out added tokens that
+// are not special (Qwen3's <think>), as the Rust library's encode_special_tokens does.
+TEST(Tokenizer, NoParseSpecialKeepsPlainAddedTokens) {
+  LOAD_OR_SKIP(t, "qwen3");
+  const int32_t think = *t->token_id("<think>"), im_end = *t->token_id("<|im_end|>");
+  ASSERT_FALSE(t->is_special(think));
+  ASSERT_TRUE(t->is_special(im_end));
+  const auto has = [](const std::vector<int32_t>& v, int32_t id) {
+    return std::find(v.begin(), v.end(), id) != v.end();
+  };
+  const auto parsed = t->encode("<think>hi<|im_end|>", false);
+  EXPECT_TRUE(has(parsed, think) && has(parsed, im_end));
+  const auto plain = t->encode("<think>hi<|im_end|>", false, false);
+  EXPECT_TRUE(has(plain, think));
+  EXPECT_FALSE(has(plain, im_end));
+  EXPECT_EQ(t->decode(plain), "<think>hi<|im_end|>");
+}
+
+// A piece is the token's own bytes: a byte-level text's pieces concatenate to its decode, and
+// SentencePiece's "▁" is a space even on the first token, where decode strips it.
+TEST(Tokenizer, PiecesAreTheTokensBytes) {
+  LOAD_OR_SKIP(b, "llama3");
+  const std::string text = "Hello world, \xF0\x9F\x98\x80 caf\xC3\xA9";
+  std::string joined;
+  for (int32_t id : b->encode(text, false)) joined += b->piece(id);
+  EXPECT_EQ(joined, text);
+  LOAD_OR_SKIP(s, "llama2");
+  EXPECT_EQ(s->piece(*s->token_id("\u2581Hello")), " Hello");
+  EXPECT_EQ(s->piece(*s->token_id("<0xF0>")), "\xF0");
+  EXPECT_EQ(s->piece(*s->token_id("<s>")), "<s>");
+  EXPECT_EQ(s->kind(), "BPE with byte fallback");
+  EXPECT_EQ(b->kind(), "byte-level BPE");
 }
 
 TEST(Unicode, Nfc) {
