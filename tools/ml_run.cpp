@@ -13,6 +13,7 @@
 #include "krafla/sampler.h"
 #include "krafla/session.h"
 #include "interrupt.h"
+#include "model_info.h"
 #include "run_chat.h"
 #include "server/stop_filter.h"
 
@@ -26,7 +27,8 @@ struct Args {
   SamplerParams sp;
   std::vector<std::string> stops;
   bool verbose = false, quiet = false, ignore_eos = false, no_display_prompt = false;
-  std::string pack_cache, history;
+  std::string pack_cache, history, info;
+  bool json = false;
 };
 
 void print_stats(const Session& s, int n_prompt, double t_prompt, const GenerateResult& g) {
@@ -134,7 +136,9 @@ int main(int argc, char** argv) {
     Args a;
     a.history = default_history_path();
     CLI::App app{"ml_run: run a Krafla model (.mlb): complete a prompt, or chat"};
-    app.add_option("-m,--model", a.model, "model file (.mlb)")->required();
+    auto* info = app.add_option("--info", a.info, "print a model file's format, config, tokenizer and tensors, and exit");
+    app.add_flag("--json", a.json, "with --info: as JSON")->needs(info);
+    app.add_option("-m,--model", a.model, "model file (.mlb)")->excludes(info);
     auto* prompt = app.add_option("-p,--prompt", a.prompt, "prompt text (with --chat: one message, one reply)");
     auto* file = app.add_option("-f,--file", a.prompt_file, "read the prompt from a file (- for stdin)")->excludes(prompt);
     app.add_option("-n,--n-predict", a.n_predict, "tokens to generate (-1: until the end of the text or a full context)")
@@ -165,6 +169,8 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "ml_run: error: {} (see --help)\n", e.what());
       return cli::kExitBadInput;
     }
+    if (!a.info.empty()) return cli::print_model_info(a.info, a.json);
+    if (a.model.empty()) throw Error("--model is required (or --info FILE)");
     if (!a.tokens.empty() && a.logits_out.empty()) throw Error("--tokens needs --logits OUT.npy");
     if (a.chat.empty() && a.prompt.empty() && a.prompt_file.empty() && a.tokens.empty())
       throw Error("give a prompt (-p TEXT or -f FILE) or --chat NAME");

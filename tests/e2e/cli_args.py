@@ -79,6 +79,13 @@ def main() -> None:
             if not (r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"{name}: error:")):
                 failures.append(f"{name} parse error: {r.returncode} {r.stderr!r}")
 
+        # ml_run --info is ml_tok's dump (checked against the file in e2e.info.*); a bad file is
+        # one line and exit 2.
+        info = must([exe("ml_run"), "--info", model]).stdout
+        assert info == must([exe("ml_tok"), "info", model]).stdout and "tensors" in info, info[:300]
+        r = run([exe("ml_run"), "--info", os.path.join(tmp, "missing.mlb")])
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
         # -q drops the load line; without it there is exactly one, naming the model file.
         loud = must(ml_run + ["-p", "Hi", "-n", "2", "--temp", "0"]).stderr
         quiet = must(ml_run + ["-p", "Hi", "-n", "2", "--temp", "0", "-q"]).stderr
