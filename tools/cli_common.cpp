@@ -47,8 +47,16 @@ int run_main(const char* prog, const std::function<int()>& body) {
 }
 
 std::optional<int> parse(CLI::App& app, int argc, char** argv, const char* prog) {
+  // llama.cpp spells some long options with one dash (-sys); CLI11 takes one-letter short
+  // options only, so those are rewritten to their long form first.
+  add_version_flag(app, prog);
+  std::vector<std::string> args;
+  for (int i = argc - 1; i > 0; --i) {  // CLI11 parses a reversed vector
+    const std::string arg = argv[i];
+    args.push_back(arg == "-sys" ? "--system" : arg);
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     fmt::print(stderr, "{}: error: {} (see --help)\n", prog, e.what());
@@ -144,13 +152,6 @@ std::vector<int32_t> parse_ids(const std::string& s) {
   }
   flush();
   return ids;
-}
-
-std::vector<int> parse_int_list(const std::string& s, const char* what) {
-  std::vector<int> out;
-  for (int32_t v : parse_ids(s)) out.push_back(v);
-  if (out.empty()) throw Error(fmt::format("{}: empty list", what));
-  return out;
 }
 
 void write_npy(const std::string& path, const float* data, const std::vector<int64_t>& shape) {

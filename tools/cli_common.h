@@ -24,9 +24,9 @@ constexpr int kExitCpu = 3;
 // other exception becomes "PROG: error: …" on stderr and exit 2 (bad input) or 1.
 int run_main(const char* prog, const std::function<int()>& body);
 
-// Parses the arguments. --help and --version print and give 0; a parse error prints one line,
-// "PROG: error: … (see --help)", and gives 2 (kExitBadInput); nullopt means carry on. Every
-// executable parses through this, after add_version_flag.
+// Adds --version, then parses the arguments (llama.cpp's -sys read as --system). --help and
+// --version print and give 0; a parse error prints one line, "PROG: error: … (see --help)",
+// and gives 2 (kExitBadInput); nullopt means carry on. Every executable parses through this.
 std::optional<int> parse(CLI::App& app, int argc, char** argv, const char* prog);
 
 // --version: "PROG VERSION (commit C; ISA I; COMPILER)".
@@ -49,8 +49,6 @@ void add_threads_option(CLI::App& app, int& threads);
 
 // "1,2,3" or "1 2 3" → ids; throws krafla::Error naming the bad item.
 std::vector<int32_t> parse_ids(const std::string& s);
-// "1,2" → {1,2}
-std::vector<int> parse_int_list(const std::string& s, const char* what);
 
 // Writes a float32 .npy array of the given shape.
 void write_npy(const std::string& path, const float* data, const std::vector<int64_t>& shape);

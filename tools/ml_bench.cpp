@@ -326,7 +326,6 @@ int main(int argc, char** argv) {
     app.add_flag("--json", json, "the same as -o json")->excludes(out_opt);
     app.add_flag("--progress", progress, "print every repetition's speed on stderr");
     cli::add_pack_cache_option(app, pack_cache);
-    cli::add_version_flag(app, "ml_bench");
     if (auto rc = cli::parse(app, argc, argv, "ml_bench")) return *rc;
     if (json) output = "json";
 

@@ -112,17 +112,6 @@ cli::ChatOptions chat_options(const Model& model, const Args& a) {
   return o;
 }
 
-// llama.cpp spells some long options with one dash (-sys); CLI11 takes one-letter short
-// options only, so those are rewritten to their long form first.
-std::vector<std::string> llama_cpp_spellings(int argc, char** argv) {
-  std::vector<std::string> args;
-  for (int i = argc - 1; i > 0; --i) {  // CLI11 parses a reversed vector
-    const std::string arg = argv[i];
-    args.push_back(arg == "-sys" ? "--system" : arg);
-  }
-  return args;
-}
-
 std::string default_history_path() {
   const char* home = std::getenv("HOME");
   return home && *home ? std::string(home) + "/.krafla_history" : "";
@@ -161,14 +150,7 @@ int main(int argc, char** argv) {
     app.add_flag("-v,--verbose", a.verbose, "print the seed, and the speed after every chat turn");
     app.add_flag("-q,--quiet", a.quiet, "do not print which model was loaded");
     cli::add_pack_cache_option(app, a.pack_cache);
-    cli::add_version_flag(app, "ml_run");
-    try {
-      app.parse(llama_cpp_spellings(argc, argv));
-    } catch (const CLI::ParseError& e) {
-      if (e.get_exit_code() == 0) return app.exit(e);
-      fmt::print(stderr, "ml_run: error: {} (see --help)\n", e.what());
-      return cli::kExitBadInput;
-    }
+    if (auto rc = cli::parse(app, argc, argv, "ml_run")) return *rc;
     if (!a.info.empty()) return cli::print_model_info(a.info, a.json);
     if (a.model.empty()) throw Error("--model is required (or --info FILE)");
     if (!a.tokens.empty() && a.logits_out.empty()) throw Error("--tokens needs --logits OUT.npy");

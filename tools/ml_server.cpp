@@ -121,7 +121,6 @@ int main(int argc, char** argv) {
     bool quiet = false;
     app.add_flag("-q,--quiet", quiet, "do not log requests");
     cli::add_pack_cache_option(app, a.pack_cache);
-    cli::add_version_flag(app, "ml_server");
     if (auto rc = cli::parse(app, argc, argv, "ml_server")) return *rc;
     a.http.log_requests = !quiet;
     if (app.count("--seed")) a.http.defaults.seed = a.http.defaults.sampler.seed;

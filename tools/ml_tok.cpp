@@ -57,7 +57,6 @@ int main(int argc, char** argv) {
         "info", "print the file's format, config, tokenizer and tensors (ml_tok info FILE)");
     info->add_option("info_file", info_path, "model (.mlb) or tokenizer (.mlt) file");
     info->add_flag("--json", info_json, "print one JSON object");
-    cli::add_version_flag(app, "ml_tok");
     if (auto rc = cli::parse(app, argc, argv, "ml_tok")) return *rc;
     if (*info) {
       // Both `ml_tok info FILE` and `ml_tok FILE info` read naturally; take either.
