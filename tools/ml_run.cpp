@@ -15,7 +15,7 @@
 #include "interrupt.h"
 #include "model_info.h"
 #include "run_chat.h"
-#include "server/stop_filter.h"
+#include "stop_filter.h"
 
 using namespace krafla;
 
@@ -75,7 +75,7 @@ int complete(const Model& model, const Args& a) {
   GenerateOptions go;
   go.max_tokens = a.n_predict;
   if (!a.ignore_eos) go.stop_ids = stop_ids_for(model, "");
-  server::StopFilter stops(a.stops);
+  cli::StopFilter stops(a.stops);
   auto show = [](const std::string& text) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);

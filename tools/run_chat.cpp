@@ -12,7 +12,7 @@
 #include "krafla/error.h"
 #include "krafla/generate.h"
 #include "line_editor.h"
-#include "server/stop_filter.h"
+#include "stop_filter.h"
 
 namespace krafla::cli {
 namespace {
@@ -136,7 +136,7 @@ TurnEnd Chat::turn(const std::string& text) {
   // Qwen3.5's generation prompt opens the think block, so the reply starts with reasoning.
   const bool opened = ThinkFilter::prompt_opens_think(tmpl_.render(msgs_, true));
   ThinkFilter think(opened);
-  server::StopFilter stops(opts_.stops);
+  StopFilter stops(opts_.stops);
   if (opened && !opts_.hide_think) show("<think>\n");
   std::string reply;
   GenerateOptions go;

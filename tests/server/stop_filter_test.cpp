@@ -1,13 +1,13 @@
 // StopFilter: stop strings cut the text, also when they straddle pieces; nothing that could
 // still become a stop string is released early, and nothing else is held back at the end.
-#include "server/stop_filter.h"
+#include "stop_filter.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-namespace krafla::server {
+namespace krafla::cli {
 namespace {
 
 std::string run(const std::vector<std::string>& stops, const std::vector<std::string>& pieces,
@@ -80,4 +80,4 @@ TEST(StopFilter, RepeatedPrefixCharacters) {
 }
 
 }  // namespace
-}  // namespace krafla::server
+}  // namespace krafla::cli

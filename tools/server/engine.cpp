@@ -7,7 +7,7 @@
 #include "krafla/chat.h"
 #include "krafla/error.h"
 #include "krafla/generate.h"
-#include "server/stop_filter.h"
+#include "stop_filter.h"
 
 namespace krafla::server {
 
@@ -82,7 +82,7 @@ RunResult Engine::run(const CompletionRequest& r, const std::vector<int32_t>& pr
   GenerateOptions go;
   go.max_tokens = r.max_tokens;
   go.stop_ids = r.endpoint == Endpoint::kChat ? chat_stop_ids_ : text_stop_ids_;
-  StopFilter filter(r.stop);
+  cli::StopFilter filter(r.stop);
   bool cancelled = false;
   auto emit = [&](const std::string& text) {
     if (!text.empty() && !on_text(text)) cancelled = true;

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace krafla::server {
+namespace krafla::cli {
 
 class StopFilter {
  public:
@@ -26,4 +26,4 @@ class StopFilter {
   bool hit_ = false;
 };
 
-}  // namespace krafla::server
+}  // namespace krafla::cli

@@ -1,8 +1,8 @@
-#include "server/stop_filter.h"
+#include "stop_filter.h"
 
 #include <algorithm>
 
-namespace krafla::server {
+namespace krafla::cli {
 
 std::string StopFilter::push(std::string_view text) {
   if (hit_) return {};
@@ -36,4 +36,4 @@ std::string StopFilter::flush() {
   return out;
 }
 
-}  // namespace krafla::server
+}  // namespace krafla::cli
