@@ -3,20 +3,19 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <thread>
-#include <cstdio>
-#include <random>
 #include <fstream>
 #include <iostream>
 #include <iterator>
 #include <new>
+#include <random>
 #include <sstream>
+#include <thread>
 
 #include "kernels/kernels.h"
 #include "krafla/error.h"
@@ -67,11 +66,11 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv, const char* prog)
 
 std::string version_line(const char* prog) {
 #if defined(__clang__)
-  const std::string compiler = fmt::format("clang {}.{}.{}", __clang_major__, __clang_minor__,
-                                           __clang_patchlevel__);
+  const std::string compiler =
+      fmt::format("clang {}.{}.{}", __clang_major__, __clang_minor__, __clang_patchlevel__);
 #elif defined(__GNUC__)
-  const std::string compiler = fmt::format("g++ {}.{}.{}", __GNUC__, __GNUC_MINOR__,
-                                           __GNUC_PATCHLEVEL__);
+  const std::string compiler =
+      fmt::format("g++ {}.{}.{}", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__);
 #else
   const std::string compiler = "unknown compiler";
 #endif
@@ -81,7 +80,8 @@ std::string version_line(const char* prog) {
 
 void add_version_flag(CLI::App& app, const char* prog) {
   const std::string line = version_line(prog);
-  app.set_version_flag("--version", [line] { return line; }, "print the version, ISA and commit");
+  app.set_version_flag(
+      "--version", [line] { return line; }, "print the version, ISA and commit");
 }
 
 CLI::Validator finite_range(double lo, double hi) {
@@ -104,26 +104,32 @@ uint64_t random_seed() {
 void add_sampling_options(CLI::App& app, SamplerParams& p) {
   p.seed = random_seed();
   app.add_option("--temp", p.temperature, "sampling temperature (0: greedy)")
-      ->capture_default_str()->check(finite_range(0, 100));
+      ->capture_default_str()
+      ->check(finite_range(0, 100));
   app.add_option("--top-k", p.top_k, "keep the K most likely tokens (0: off)")
-      ->capture_default_str()->check(CLI::Range(0, 1 << 30));
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 30));
   app.add_option("--top-p", p.top_p, "keep the most likely tokens up to this probability (1: off)")
-      ->capture_default_str()->check(finite_range(0, 1));
+      ->capture_default_str()
+      ->check(finite_range(0, 1));
   app.add_option("--min-p", p.min_p, "drop tokens less likely than this times the best (0: off)")
-      ->capture_default_str()->check(finite_range(0, 1));
+      ->capture_default_str()
+      ->check(finite_range(0, 1));
   app.add_option("--repeat-penalty", p.repeat_penalty, "repetition penalty (1: off)")
-      ->capture_default_str()->check(finite_range(0.01, 10));
+      ->capture_default_str()
+      ->check(finite_range(0.01, 10));
   app.add_option("--repeat-last-n", p.repeat_last_n,
                  "tokens the penalty looks back over (-1: all, 0: off)")
-      ->capture_default_str()->check(CLI::Range(-1, 1 << 20));
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 20));
   app.add_option("-s,--seed", p.seed, "RNG seed (default: random)");
 }
 
 void add_threads_option(CLI::App& app, int& threads) {
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   app.add_option("-t,--threads", threads, fmt::format("threads (default 0: all {} cores)", cores))
-      ->check(CLI::Range(0, 4 * cores).description(
-          fmt::format("0 to {} (four per core)", 4 * cores)));
+      ->check(
+          CLI::Range(0, 4 * cores).description(fmt::format("0 to {} (four per core)", 4 * cores)));
 }
 
 std::vector<int32_t> parse_ids(const std::string& s) {
@@ -162,7 +168,8 @@ void write_npy(const std::string& path, const float* data, const std::vector<int
     n *= size_t(d);
   }
   if (shape.size() > 1) dims.resize(dims.size() - 2);
-  std::string header = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", dims);
+  std::string header =
+      fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}), }}", dims);
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::ofstream f(path, std::ios::binary);
@@ -178,7 +185,8 @@ void write_npy(const std::string& path, const float* data, const std::vector<int
 std::string read_file_or_stdin(const std::string& p) {
   if (p == "-") return {std::istreambuf_iterator<char>(std::cin), {}};
   std::error_code ec;
-  if (std::filesystem::is_directory(p, ec)) throw Error(fmt::format("{}: is a directory, not a file", p));
+  if (std::filesystem::is_directory(p, ec))
+    throw Error(fmt::format("{}: is a directory, not a file", p));
   std::ifstream f(p, std::ios::binary);
   if (!f) throw Error(fmt::format("{}: cannot open ({})", p, std::strerror(errno)));
   return {std::istreambuf_iterator<char>(f), {}};

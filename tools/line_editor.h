@@ -33,7 +33,8 @@ class LineEditor {
   // `ml_run --chat … > reply.txt` keeps only the replies. stdout is flushed first.
   // Not interactive(): std::getline with no editing; kEof at the end of input.
   // Interactive: raw mode for this call only (restored on every exit path); Enter gives kLine,
-  // Ctrl-C gives kInterrupt with the discarded text in `line` (not history), Ctrl-D on an empty line gives kEof.
+  // Ctrl-C gives kInterrupt with the discarded text in `line` (not history), Ctrl-D on an empty
+  // line gives kEof.
   Result read(const std::string& prompt, std::string& line);
 
   // Skips empty lines and a repeat of the newest entry; keeps the newest kMaxHistory.

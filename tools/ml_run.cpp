@@ -6,13 +6,13 @@
 #include <cstdlib>
 
 #include "cli_common.h"
+#include "interrupt.h"
 #include "krafla/chat.h"
 #include "krafla/error.h"
 #include "krafla/generate.h"
 #include "krafla/model.h"
 #include "krafla/sampler.h"
 #include "krafla/session.h"
-#include "interrupt.h"
 #include "model_info.h"
 #include "run_chat.h"
 #include "stop_filter.h"
@@ -32,7 +32,8 @@ struct Args {
 };
 
 void print_stats(const Session& s, int n_prompt, double t_prompt, const GenerateResult& g) {
-  fmt::print(stderr, "\nprompt: {} tokens in {:.2f} s ({:.1f} tok/s); generated: {} tokens in "
+  fmt::print(stderr,
+             "\nprompt: {} tokens in {:.2f} s ({:.1f} tok/s); generated: {} tokens in "
              "{:.2f} s ({:.1f} tok/s); {} threads\n",
              n_prompt, t_prompt, t_prompt > 0 ? n_prompt / t_prompt : 0.0, g.n_tokens, g.seconds,
              g.seconds > 0 ? g.n_tokens / g.seconds : 0.0, s.n_threads());
@@ -125,28 +126,52 @@ int main(int argc, char** argv) {
     Args a;
     a.history = default_history_path();
     CLI::App app{"ml_run: run a Krafla model (.mlb): complete a prompt, or chat"};
-    auto* info = app.add_option("--info", a.info, "print a model file's format, config, tokenizer and tensors, and exit");
+    auto* info = app.add_option(
+        "--info", a.info, "print a model file's format, config, tokenizer and tensors, and exit");
     app.add_flag("--json", a.json, "with --info: as JSON")->needs(info);
     app.add_option("-m,--model", a.model, "model file (.mlb)")->excludes(info);
-    auto* prompt = app.add_option("-p,--prompt", a.prompt, "prompt text (with --chat: one message, one reply)");
-    auto* file = app.add_option("-f,--file", a.prompt_file, "read the prompt from a file (- for stdin)")->excludes(prompt);
-    app.add_option("-n,--n-predict", a.n_predict, "tokens to generate (-1: until the end of the text or a full context)")
-        ->capture_default_str()->check(CLI::Range(-1, 1 << 30));
+    auto* prompt = app.add_option("-p,--prompt", a.prompt,
+                                  "prompt text (with --chat: one message, one reply)");
+    auto* file =
+        app.add_option("-f,--file", a.prompt_file, "read the prompt from a file (- for stdin)")
+            ->excludes(prompt);
+    app.add_option("-n,--n-predict", a.n_predict,
+                   "tokens to generate (-1: until the end of the text or a full context)")
+        ->capture_default_str()
+        ->check(CLI::Range(-1, 1 << 30));
     cli::add_sampling_options(app, a.sp);
     cli::add_threads_option(app, a.threads);
-    app.add_option("-c,--ctx", a.ctx, "context size in tokens (default: the model's, capped at 4096)")->check(CLI::Range(0, 1 << 24));
-    app.add_option("-b,--batch", a.batch, "prompt tokens per forward step (1..128)")->capture_default_str()->check(CLI::Range(1, 128));
-    auto* chat = app.add_option("--chat", a.chat, fmt::format("chat with a template: auto (the one the model names), {}", fmt::join(chat_template_names(), ", ")));
+    app.add_option("-c,--ctx", a.ctx,
+                   "context size in tokens (default: the model's, capped at 4096)")
+        ->check(CLI::Range(0, 1 << 24));
+    app.add_option("-b,--batch", a.batch, "prompt tokens per forward step (1..128)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 128));
+    auto* chat =
+        app.add_option("--chat", a.chat,
+                       fmt::format("chat with a template: auto (the one the model names), {}",
+                                   fmt::join(chat_template_names(), ", ")));
     app.add_option("--system", a.system, "system prompt (with --chat)")->needs(chat);
-    app.add_option("--think", a.think, "--chat: show or hide the reply's <think>…</think> reasoning (the history keeps it either way)")
-        ->capture_default_str()->check(CLI::IsMember({"show", "hide"}))->needs(chat);
-    app.add_option("-r,--reverse-prompt,--stop", a.stops, "stop generating at this text (repeatable)");
+    app.add_option("--think", a.think,
+                   "--chat: show or hide the reply's <think>…</think> reasoning (the history keeps "
+                   "it either way)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"show", "hide"}))
+        ->needs(chat);
+    app.add_option("-r,--reverse-prompt,--stop", a.stops,
+                   "stop generating at this text (repeatable)");
     app.add_flag("--ignore-eos", a.ignore_eos, "keep generating past the end-of-text token");
     app.add_flag("--no-display-prompt", a.no_display_prompt, "do not echo the prompt");
-    app.add_option("--history", a.history, "--chat: the line-editing history file (\"\" for none)")->capture_default_str();
-    auto* tokens = app.add_option("--tokens", a.tokens, "run exactly these token ids (comma-separated) as the prompt")
-        ->excludes(prompt)->excludes(file)->excludes(chat);
-    app.add_option("--logits", a.logits_out, "with --tokens: write every position's logits to this .npy and exit")->needs(tokens);
+    app.add_option("--history", a.history, "--chat: the line-editing history file (\"\" for none)")
+        ->capture_default_str();
+    auto* tokens = app.add_option("--tokens", a.tokens,
+                                  "run exactly these token ids (comma-separated) as the prompt")
+                       ->excludes(prompt)
+                       ->excludes(file)
+                       ->excludes(chat);
+    app.add_option("--logits", a.logits_out,
+                   "with --tokens: write every position's logits to this .npy and exit")
+        ->needs(tokens);
     app.add_flag("-v,--verbose", a.verbose, "print the seed, and the speed after every chat turn");
     app.add_flag("-q,--quiet", a.quiet, "do not print which model was loaded");
     cli::add_pack_cache_option(app, a.pack_cache);
@@ -156,7 +181,8 @@ int main(int argc, char** argv) {
     if (!a.tokens.empty() && a.logits_out.empty()) throw Error("--tokens needs --logits OUT.npy");
     if (a.chat.empty() && a.prompt.empty() && a.prompt_file.empty() && a.tokens.empty())
       throw Error("give a prompt (-p TEXT or -f FILE) or --chat NAME");
-    if (!a.chat.empty() && a.chat != "auto") chat_template(a.chat);  // refuse a bad name before loading
+    if (!a.chat.empty() && a.chat != "auto")
+      chat_template(a.chat);  // refuse a bad name before loading
     // Read the prompt before the (slow) load, so a bad -f fails at once.
     if (!a.prompt_file.empty()) {
       a.prompt = cli::read_file_or_stdin(a.prompt_file);

@@ -80,8 +80,8 @@ class Chat {
 std::vector<int32_t> Chat::fit_context() {
   const int n_ctx = session_.n_ctx();
   std::vector<int32_t> ids = render();
-  const int reply_room = std::max(1, opts_.n_predict > 0 ? std::min(opts_.n_predict, n_ctx / 4)
-                                                         : n_ctx / 4);
+  const int reply_room =
+      std::max(1, opts_.n_predict > 0 ? std::min(opts_.n_predict, n_ctx / 4) : n_ctx / 4);
   if (int(ids.size()) + reply_room <= n_ctx) return ids;
   const size_t first = (!msgs_.empty() && msgs_[0].role == "system") ? 1 : 0;
   int dropped = 0;
@@ -95,15 +95,18 @@ std::vector<int32_t> Chat::fit_context() {
     ids = render();
   }
   if (int(ids.size()) + 1 > n_ctx) {
-    fmt::print(stderr, "ml_run: this message needs {} tokens{} but the context has {}; "
+    fmt::print(stderr,
+               "ml_run: this message needs {} tokens{} but the context has {}; "
                "send a shorter one or restart with a larger --ctx (the model allows up to {})\n",
                ids.size(), first ? " with the system prompt" : "", n_ctx, model_.config().max_ctx);
     return {};
   }
   if (dropped > 0)
-    fmt::print(stderr, "ml_run: the context ({} tokens) was full: dropped the {} oldest "
-               "exchange{} ({} -> {} tokens){}\n", n_ctx, dropped, dropped > 1 ? "s" : "",
-               before, ids.size(), first ? ", kept the system prompt" : "");
+    fmt::print(stderr,
+               "ml_run: the context ({} tokens) was full: dropped the {} oldest "
+               "exchange{} ({} -> {} tokens){}\n",
+               n_ctx, dropped, dropped > 1 ? "s" : "", before, ids.size(),
+               first ? ", kept the system prompt" : "");
   return ids;
 }
 
@@ -162,10 +165,13 @@ TurnEnd Chat::turn(const std::string& text) {
   // later prompts keep (Qwen3/3.5 drop the reasoning of turns before the last question).
   msgs_.push_back({"assistant", (opened ? "<think>\n" : "") + reply});
   if (g.finish_reason == "context")
-    fmt::print(stderr, "ml_run: the context ({} tokens) is full: the reply was cut; the oldest "
-               "exchanges make room for the next turn\n", session_.n_ctx());
+    fmt::print(stderr,
+               "ml_run: the context ({} tokens) is full: the reply was cut; the oldest "
+               "exchanges make room for the next turn\n",
+               session_.n_ctx());
   if (opts_.verbose)
-    fmt::print(stderr, "prompt: {} tokens ({} cached) in {:.2f} s ({:.1f} tok/s); generated: "
+    fmt::print(stderr,
+               "prompt: {} tokens ({} cached) in {:.2f} s ({:.1f} tok/s); generated: "
                "{} tokens in {:.2f} s ({:.1f} tok/s); {} threads\n",
                ids.size() - reused, reused, t_prompt,
                t_prompt > 0 ? (ids.size() - reused) / t_prompt : 0.0, g.n_tokens, g.seconds,

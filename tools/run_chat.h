@@ -11,15 +11,15 @@
 namespace krafla::cli {
 
 struct ChatOptions {
-  std::string template_name;       // a name chat_template() knows (auto already resolved)
-  std::string system;              // "" for none
-  bool hide_think = false;         // --think hide
-  int n_predict = -1;              // tokens per reply; -1: until the turn ends
+  std::string template_name;  // a name chat_template() knows (auto already resolved)
+  std::string system;         // "" for none
+  bool hide_think = false;    // --think hide
+  int n_predict = -1;         // tokens per reply; -1: until the turn ends
   SamplerParams sampling;
   std::vector<std::string> stops;  // stop strings (-r/--stop)
   bool ignore_eos = false;
-  bool verbose = false;            // speed after every reply
-  std::string history_path;        // line-editor history file ("" for none)
+  bool verbose = false;      // speed after every reply
+  std::string history_path;  // line-editor history file ("" for none)
 };
 
 // Reads turns until end of input, /bye, or Ctrl-C at an empty prompt. Returns the exit code.
