@@ -9,10 +9,15 @@ Usage: cli_args.py --bin BUILD_DIR --work E2E_DIR
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 import tempfile
+
+import numpy as np
 
 
 def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
@@ -54,6 +59,30 @@ def check_refusals(ml_run: list[str], tmp: str) -> list[str]:
     return failures
 
 
+def check_ignore_eos(exe, work: str, tmp: str) -> None:
+    """A copy of the llama checkpoint whose end-of-text id is the greedy first token after
+    "Hello": ml_run stops at once, and with --ignore-eos generates the -n tokens."""
+    model = os.path.join(work, "llama-f32.mlb")
+    ids = must([exe("ml_tok"), model, "encode", "Hello"]).stdout.split()
+    out = os.path.join(tmp, "hello.npy")
+    must([exe("ml_run"), "-m", model, "-q", "--tokens", ",".join(ids), "--logits", out])
+    first = int(np.argmax(np.load(out)[-1]))
+    ck = os.path.join(tmp, "llama-eos")
+    shutil.copytree(os.path.join(work, "llama"), ck)
+    for name in ("config.json", "generation_config.json"):
+        cfg = json.load(open(os.path.join(ck, name)))
+        cfg["eos_token_id"] = first
+        json.dump(cfg, open(os.path.join(ck, name), "w"))
+    eos_model = os.path.join(tmp, "llama-eos.mlb")
+    src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    must([sys.executable, os.path.join(src, "tools", "convert.py"), ck, "-o", eos_model, "--quant", "f32"])
+    base = [exe("ml_run"), "-m", eos_model, "-p", "Hello", "-n", "6", "--temp", "0"]
+    stopped = must(base).stderr
+    assert "generated: 0 tokens" in stopped, stopped
+    ignored = must(base + ["--ignore-eos"]).stderr
+    assert "generated: 6 tokens" in ignored, ignored
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--bin", required=True)
@@ -85,6 +114,8 @@ def main() -> None:
         assert info == must([exe("ml_tok"), "info", model]).stdout and "tensors" in info, info[:300]
         r = run([exe("ml_run"), "--info", os.path.join(tmp, "missing.mlb")])
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+        check_ignore_eos(exe, a.work, tmp)
 
         # -q drops the load line; without it there is exactly one, naming the model file.
         loud = must(ml_run + ["-p", "Hi", "-n", "2", "--temp", "0"]).stderr
