@@ -148,7 +148,8 @@ def case_lengths(a, model: str, quant: str) -> None:
         out = os.path.join(a.work, f"{model}-{quant}-len{n}.npy")
         must([os.path.join(a.bin, "ml_run"), "-m", mlb(a.work, model, quant), "--tokens",
               ",".join(map(str, ids[:n])), "--logits", out] + extra)
-        part = os.path.join(a.work, f"{model}-ref-len{n}.npy")
+        # Named per quant: the three quants' cases run at once under ctest -j.
+        part = os.path.join(a.work, f"{model}-{quant}-ref-len{n}.npy")
         np.save(part, ref[:n])
         r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), part, out] + LIMITS[quant])
         print(f"{n} tokens {' '.join(extra)}: {r.stdout.strip()}")
