@@ -533,7 +533,7 @@ def case_info(a, model: str) -> None:
     t_info = json.loads(must([tok, "info", mlt, "--json"]).stdout)
     assert t_info["kind"] == "tokenizer" and "config" not in t_info and t_info["n_params"] == 0, t_info
     # Corrupt files: one line naming the problem, exit 2 (config errors too: info parses it).
-    bad_dir = os.path.join(a.work, "bad-info")
+    bad_dir = os.path.join(a.work, f"bad-info-{model}")  # one per case: they run at once
     os.makedirs(bad_dir, exist_ok=True)
     variants = corrupt_variants(open(mlb(a.work, "llama", "q8_0"), "rb").read())  # names llama's tensors
     for name in ("empty", "wrong-magic", "truncated-json", "truncated-data", "size-mismatch",
