@@ -17,53 +17,32 @@ import os
 import struct
 import sys
 import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_tokenizer as ctok  # noqa: E402
-import gemma  # noqa: E402
 import mlb  # noqa: E402
-import qwen35  # noqa: E402
-from hf_config import ConvertError, compute_rope, normalize_config  # noqa: E402,F401
 import quant  # noqa: E402
 import safetensors_io as st  # noqa: E402
+from family import Family, Getter, Plan  # noqa: E402
+from gemma import GEMMA  # noqa: E402
+from hf_config import ConvertError  # noqa: E402
+from llama import LLAMA  # noqa: E402
+from qwen35 import QWEN35  # noqa: E402
 
 PROG = "convert.py"
 MATRIX_CLASSES = ("q", "k", "v", "o", "gate", "up", "down", "embd", "output",
                   "ssm_in", "ssm_ab", "ssm_out")   # ssm_*: Qwen3.5 DeltaNet projections
 ROW_BLOCK_ELEMS = 1 << 22
-IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# The family registry: the first that matches config.json's model_type converts it; the
+# llama-like family is the fallback that names what is not supported.
+FAMILIES: tuple[Family, ...] = (GEMMA, QWEN35, LLAMA)
 
 
-# ---------------------------------------------------------------- tensor plan
-
-def tensor_plan(c: dict[str, Any]) -> list[tuple[str, str, str, tuple[int, ...]]]:
-    """(mlb name, HF name, class, expected shape); class "norm" for norm weights and biases
-    (always F32)."""
-    d, hd, f, v = c["dim"], c["head_dim"], c["ffn_dim"], c["n_vocab"]
-    qd, kvd = c["n_heads"] * hd, c["n_kv_heads"] * hd
-    plan = [("tok_embd", "model.embed_tokens.weight", "embd", (v, d))]
-    for i in range(c["n_layers"]):
-        p, h = f"blk.{i}.", f"model.layers.{i}."
-        plan += [(p + "attn_norm", h + "input_layernorm.weight", "norm", (d,)),
-                 (p + "attn_q", h + "self_attn.q_proj.weight", "q", (qd, d)),
-                 (p + "attn_k", h + "self_attn.k_proj.weight", "k", (kvd, d)),
-                 (p + "attn_v", h + "self_attn.v_proj.weight", "v", (kvd, d)),
-                 (p + "attn_output", h + "self_attn.o_proj.weight", "o", (d, qd)),
-                 *([(p + f"attn_{x}_bias", h + f"self_attn.{x}_proj.bias", "norm", (n,))
-                    for x, n in (("q", qd), ("k", kvd), ("v", kvd))] if c.get("qkv_bias") else []),
-                 *([(p + f"attn_{x}_norm", h + f"self_attn.{x}_norm.weight", "norm", (hd,))
-                    for x in ("q", "k")] if c.get("qk_norm") else []),
-                 (p + "ffn_norm", h + "post_attention_layernorm.weight", "norm", (d,)),
-                 (p + "ffn_gate", h + "mlp.gate_proj.weight", "gate", (f, d)),
-                 (p + "ffn_up", h + "mlp.up_proj.weight", "up", (f, d)),
-                 (p + "ffn_down", h + "mlp.down_proj.weight", "down", (d, f))]
-    plan.append(("output_norm", "model.norm.weight", "norm", (d,)))
-    if not c["tie_embeddings"]:
-        plan.append(("output", "lm_head.weight", "output", (v, d)))
-    return plan
+def family_for(cfg: dict[str, Any]) -> Family:
+    return next(f for f in FAMILIES if f.matches(cfg))
 
 
 def parse_q8(text: str) -> set[str]:
@@ -82,30 +61,7 @@ def dtype_for(cls: str, qtype: str, q8: set[str]) -> str:
     return qtype
 
 
-def check_tensors(plan: list, shapes: dict[str, tuple[int, ...]], c: dict[str, Any]) -> None:
-    """Refuse missing, extra or mis-shaped tensors, naming them."""
-    want = {hf for _, hf, _, _ in plan}
-    have = {n for n in shapes if not n.endswith(IGNORED_SUFFIXES)}
-    if c["tie_embeddings"]:
-        have.discard("lm_head.weight")   # some tied checkpoints still store a copy
-    missing, extra = sorted(want - have), sorted(have - want)
-    if missing:
-        raise ConvertError(f"missing tensors: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}")
-    if extra:
-        raise ConvertError(f"unexpected tensors: {', '.join(extra[:8])}{' …' if len(extra) > 8 else ''}")
-    for proj, key, heads in (("q", "num_attention_heads", c["n_heads"]), ("k", "num_key_value_heads", c["n_kv_heads"])):
-        w = shapes[f"model.layers.0.self_attn.{proj}_proj.weight"] if c["n_layers"] else None
-        if w is not None and tuple(w) != (heads * c["head_dim"], c["dim"]):
-            raise ConvertError(f"head_dim*{key} = {c['head_dim']}*{heads} does not match {proj}_proj "
-                               f"shape {list(w)} (hidden_size {c['dim']})")
-    for _, hf, _, shape in plan:
-        if tuple(shapes[hf]) != shape:
-            raise ConvertError(f"tensor '{hf}' has shape {list(shapes[hf])}, expected {list(shape)}")
-
-
 # ---------------------------------------------------------------- writing
-
-Getter = Callable[[str, slice], np.ndarray]
 
 
 def chat_template_note(c: dict[str, Any], tok_files: dict[str, bytes]) -> str:
@@ -126,7 +82,7 @@ def chat_template_note(c: dict[str, Any], tok_files: dict[str, bytes]) -> str:
     return f"chat template: none recorded ({why}); pick one with ml_run --chat NAME"
 
 
-def write_mlb(out: str, c: dict[str, Any], plan: list, get: Getter, tok_files: dict[str, bytes],
+def write_mlb(out: str, c: dict[str, Any], plan: Plan, get: Getter, tok_files: dict[str, bytes],
               qtype: str, q8: set[str], q4_rule: str, source: dict[str, Any]) -> None:
     specs = [mlb.TensorSpec(n, "bytes", (len(tok_files[n]),)) for n in ctok.TOKENIZER_FILES]
     dtypes = {}
@@ -172,22 +128,25 @@ def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str | None) 
     cfg = _load_json(os.path.join(d, "config.json"), True)
     gen = _load_json(os.path.join(d, "generation_config.json"), False)
     tok_files = ctok.read_tokenizer_files(d)
-    if gemma.is_gemma(cfg):       # Gemma 2/3: tools/gemma.py (own plan, 1+w norms, vision skipped)
-        return gemma.convert_hf(d, out, cfg, gen, tok_files, qtype, q8, q4_rule, write_mlb, PROG)
-    if qwen35.is_qwen35(cfg):     # Qwen3.5/3.6: tools/qwen35.py (DeltaNet layers, MTP/vision skipped)
-        return qwen35.convert_hf(d, out, cfg, gen, tok_files, qtype, q8, q4_rule, write_mlb, PROG)
-    q4_rule = q4_rule or "fit"
+    fam = family_for(cfg)
+    q4_rule = q4_rule or fam.default_q4_rule(cfg)
     tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
-    c = normalize_config(cfg, gen, tj, tc)
+    c = fam.normalize_config(cfg, gen, tj, tc)
     ck = st.Checkpoint(d)
     try:
-        plan = tensor_plan(c)
-        check_tensors(plan, {n: ck.info(n).shape for n in ck.names()}, c)
+        shapes = {n: tuple(ck.info(n).shape) for n in ck.names()}
+        base, head = fam.layout(set(shapes))
+        plan = fam.tensor_plan(c, base, head)
+        skipped = fam.check_tensors(plan, shapes, c, head)
+        if skipped:
+            print(f"convert: {fam.skip_note(len(skipped))}", file=sys.stderr)
         source = {"tool": PROG, "input": os.path.abspath(d), "quant": qtype, "q4_rule": q4_rule,
                   "q8": sorted(q8), "model_type": cfg.get("model_type"),
                   "architectures": cfg.get("architectures"),
                   "dtypes": sorted({ck.info(n).dtype for n in ck.names()})}
-        write_mlb(out, c, plan, ck.get, tok_files, qtype, q8, q4_rule, source)
+        if fam.records_skipped:
+            source["skipped_tensors"] = len(skipped)
+        write_mlb(out, c, plan, fam.getter(ck, plan, c), tok_files, qtype, q8, q4_rule, source)
     finally:
         ck.close()
 
@@ -255,10 +214,10 @@ def convert_llama2c(ckpt: str, tok_dir: str, out: str, qtype: str, q8: set[str],
     tok_files = ctok.read_tokenizer_files(tok_dir)
     tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
     cfg, get = llama2c_source(ckpt)
-    c = normalize_config(cfg, {}, tj, tc)
+    c = LLAMA.normalize_config(cfg, {}, tj, tc)
     source = {"tool": PROG, "input": os.path.abspath(ckpt), "format": "llama2.c v0",
               "quant": qtype, "q4_rule": q4_rule, "q8": sorted(q8)}
-    write_mlb(out, c, tensor_plan(c), get, tok_files, qtype, q8, q4_rule, source)
+    write_mlb(out, c, LLAMA.tensor_plan(c), get, tok_files, qtype, q8, q4_rule, source)
 
 
 # ---------------------------------------------------------------- CLI

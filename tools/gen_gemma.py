@@ -22,22 +22,27 @@ Norm weights are N(0, 0.1) (Gemma applies 1 + w); other scales as gen_random.py.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
 import sys
-import time
-from typing import Iterator
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert_tokenizer as ctok  # noqa: E402
-import gen_random  # noqa: E402
 import mlb  # noqa: E402
-import safetensors_io as st  # noqa: E402
+from gen_common import (  # noqa: E402
+    LOGIT_STD,
+    NORM_STD,
+    PROG,
+    PROJ_GAIN,
+    QK_GAIN,
+    REPO,
+    TORCH_DTYPE,
+    Spec,
+    add_common_args,
+    load_tokenizer,
+    write_checkpoint,
+)
 
-PROG = "gen_random.py"
 ARCHES = {"gemma2": ("gemma2", "Gemma2ForCausalLM", "gemma2-tiny"),
           "gemma3": ("gemma3_text", "Gemma3ForCausalLM", "gemma3-tiny"),
           "gemma3-vl": ("gemma3", "Gemma3ForConditionalGeneration", "gemma3-vl-tiny")}
@@ -57,20 +62,9 @@ SHAPES: dict[str, dict] = {
     "gemma3-1b": dict(dim=1152, n_layers=26, n_heads=4, n_kv_heads=1, head_dim=256, ffn=6912, window=512,
                       qpas=256, vocab=262144, theta=1000000.0, local_theta=10000.0, max_pos=32768, pattern=6),
 }
-NORM_STD = 0.1
 # Post-norm weights w ~ N(POST_NORM_MEAN, 0.1): each sublayer adds ~0.4 of a unit-RMS vector to
 # the residual, so Q4_0 noise stays within the e2e KL limit while attention still matters.
 POST_NORM_MEAN = -0.6
-
-
-def wants(argv: list[str]) -> bool:
-    """True when gen_random.py's command line asks for a Gemma arch."""
-    for i, a in enumerate(argv):
-        if a == "--arch" and i + 1 < len(argv):
-            return argv[i + 1] in ARCHES
-        if a.startswith("--arch="):
-            return a.split("=", 1)[1] in ARCHES
-    return False
 
 
 def text_config(arch: str, s: dict, n_vocab: int, dtype: str) -> dict:
@@ -83,7 +77,7 @@ def text_config(arch: str, s: dict, n_vocab: int, dtype: str) -> dict:
          "query_pre_attn_scalar": s["qpas"], "sliding_window": s["window"], "vocab_size": n_vocab,
          "attention_bias": False, "attention_dropout": 0.0, "initializer_range": 0.02,
          "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": [1, 106], "tie_word_embeddings": True,
-         "torch_dtype": {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}[dtype], "use_cache": True}
+         "torch_dtype": TORCH_DTYPE[dtype], "use_cache": True}
     if arch == "gemma2":
         c.update(attn_logit_softcapping=s["attn_cap"], final_logit_softcapping=s["final_cap"])
     else:
@@ -109,10 +103,10 @@ def make_config(arch: str, s: dict, n_vocab: int, dtype: str) -> dict:
     return {"architectures": [cls], "model_type": "gemma3", "text_config": text, "vision_config": v,
             "boi_token_index": 255999, "eoi_token_index": 256000, "image_token_index": 262144,
             "mm_tokens_per_image": s["mm_tokens"], "eos_token_id": [1, 106], "initializer_range": 0.02,
-            "torch_dtype": {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}[dtype]}
+            "torch_dtype": TORCH_DTYPE[dtype]}
 
 
-def vision_specs(s: dict, prefix: str) -> dict[str, tuple[tuple[int, ...], float]]:
+def vision_specs(s: dict, prefix: str) -> dict[str, Spec]:
     v, d = s["vision"], s["dim"]
     h, f, p = v["hidden_size"], v["intermediate_size"], v["patch_size"]
     n_patches = (v["image_size"] // p) ** 2
@@ -136,16 +130,16 @@ def vision_specs(s: dict, prefix: str) -> dict[str, tuple[tuple[int, ...], float
     return out
 
 
-def tensor_specs(arch: str, s: dict, n_vocab: int, layout: str = "hub") -> dict[str, tuple]:
+def tensor_specs(arch: str, s: dict, n_vocab: int, layout: str = "hub") -> dict[str, Spec]:
     """HF name -> (shape, std[, mean]); every tensor is N(mean, std) (mean 0 unless given;
     Gemma norms hold w, the runtime multiplier being 1 + w)."""
     d, hd, f = s["dim"], s["head_dim"], s["ffn"]
-    g, qk = s.get("proj_gain", gen_random.PROJ_GAIN), s.get("qk_gain", gen_random.QK_GAIN)
+    g, qk = s.get("proj_gain", PROJ_GAIN), s.get("qk_gain", QK_GAIN)
     base = "model."
     vis = ""
     if arch == "gemma3-vl":
         base, vis = ("language_model.model.", "") if layout == "hub" else ("model.language_model.", "model.")
-    specs = {base + "embed_tokens.weight": ((n_vocab, d), s.get("logit_std", gen_random.LOGIT_STD) / np.sqrt(d))}
+    specs = {base + "embed_tokens.weight": ((n_vocab, d), s.get("logit_std", LOGIT_STD) / np.sqrt(d))}
     for i in range(s["n_layers"]):
         p = f"{base}layers.{i}."
         specs[p + "input_layernorm.weight"] = ((d,), NORM_STD)
@@ -168,31 +162,14 @@ def tensor_specs(arch: str, s: dict, n_vocab: int, layout: str = "hub") -> dict[
     return specs
 
 
-def write_safetensors(path: str, specs: dict, seed: int, dtype: str) -> None:
-    """As gen_random.write_safetensors, for tensors of any rank (rows = all but the last axis)."""
-    t0 = time.time()
-    header = {n: (spec[0], gen_random.ST_DTYPE[dtype]) for n, spec in specs.items()}
-
-    def chunks() -> Iterator[tuple[str, np.ndarray]]:
-        for n, (sh, std, *mean) in specs.items():
-            flat = (int(np.prod(sh[:-1])), sh[-1]) if len(sh) > 1 else sh
-            for piece in gen_random.gen_tensor(seed, n, flat, std, "f32"):
-                yield n, gen_random._round_to(piece + np.float32(mean[0] if mean else 0.0), dtype)
-    st.save_file(path, header, chunks(), {"format": "pt"})
-    print(f"gen_random: wrote {path} ({len(specs)} tensors) in {time.time() - t0:.1f} s", file=sys.stderr)
-
-
 def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog=PROG, description="Random-weight Gemma 2/3 checkpoint (tools/gen_gemma.py).")
     p.add_argument("--arch", choices=list(ARCHES), required=True)
     p.add_argument("--shape", choices=list(SHAPES), help="default: the arch's tiny shape")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dtype", choices=list(gen_random.ST_DTYPE), default="f32")
-    p.add_argument("--tokenizer", help="tokenizer name under .models/tokenizers or a directory (default gemma3)")
-    p.add_argument("--vocab", type=int, help="override the embedding rows (converter tests)")
     p.add_argument("--vl-layout", choices=["hub", "v5"], default="hub",
                    help="gemma3-vl tensor names: language_model.model.* (hub) or model.language_model.* (v5)")
-    p.add_argument("-o", "--out", required=True, help="output directory")
+    add_common_args(p, "tokenizer name under .models/tokenizers or a directory (default gemma3)",
+                    "override the embedding rows (converter tests)")
     a = p.parse_args(argv)
     shape = a.shape or ARCHES[a.arch][2]
     s = dict(SHAPES[shape])
@@ -200,18 +177,10 @@ def main(argv: list[str]) -> None:
         mlb.die(PROG, f"--shape {shape} does not fit --arch {a.arch}")
     if a.arch == "gemma3-vl" and "vision" not in s:    # e.g. gemma3-1b as an image-text layout
         s.update(vision=SHAPES["gemma3-vl-tiny"]["vision"], mm_tokens=4)
-    try:
-        tok_dir = gen_random.resolve_tokenizer(a.tokenizer or os.path.join(gen_random.REPO, ".models", "tokenizers", "gemma3"))
-        files = ctok.read_tokenizer_files(tok_dir)
-    except (FileNotFoundError, ctok.TokenizerError, ValueError) as e:
-        mlb.die(PROG, str(e))
+    tok_dir, _, _ = load_tokenizer(a.tokenizer or os.path.join(REPO, ".models", "tokenizers", "gemma3"))
     n_vocab = a.vocab or s["vocab"]
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(make_config(a.arch, s, n_vocab, a.dtype), f, indent=2)
-    with open(os.path.join(a.out, "generation_config.json"), "w") as f:
-        json.dump({"bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0, "do_sample": False}, f, indent=2)
-    for n in ctok.TOKENIZER_FILES:
-        shutil.copyfile(os.path.join(tok_dir, n), os.path.join(a.out, n))
-    write_safetensors(os.path.join(a.out, "model.safetensors"), tensor_specs(a.arch, s, n_vocab, a.vl_layout),
-                      a.seed, a.dtype)
+    gen_cfg = {"bos_token_id": 2, "eos_token_id": [1, 106], "pad_token_id": 0, "do_sample": False}
+    # mean=0.0: this generator has always added a mean, 0 included, which makes the rare -0.0
+    # a +0.0 (the checkpoints stay as they were)
+    write_checkpoint(a.out, make_config(a.arch, s, n_vocab, a.dtype), gen_cfg, tok_dir,
+                     tensor_specs(a.arch, s, n_vocab, a.vl_layout), a.seed, a.dtype, mean=0.0)

@@ -1,6 +1,6 @@
 """Tests of the chat-template guess for Qwen3.5 (tools/convert_tokenizer.py).
 
-Run: /usr/bin/python3 -m unittest discover -s tests/e2e -p 'test_*.py'
+Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: Qwen3.5's published chat_template.jinja (tests/unit/chat/qwen3_5.jinja) is named
 qwen3.5 and Qwen3's is still qwen3, whether the template sits in tokenizer_config.json or in a
 chat_template.jinja beside it (the config's own template wins), and the derived qwen3_5

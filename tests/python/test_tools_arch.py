@@ -1,6 +1,6 @@
 """Tests of the Qwen2 / Qwen3 / SmolLM2 / SmolLM3 paths of the Python tools.
 
-Run: /usr/bin/python3 -m unittest discover -s tests/e2e -p 'test_*.py'
+Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: config normalization (per-layer windows from max_window_layers / layer_types, SmolLM3
 no_rope_layers and its interval, head_dim and theta defaults, tied default), refusals by field
 name (partial rotary, unknown rope types, o_proj/MLP biases, q/k shapes vs heads), rope scaling
@@ -30,7 +30,9 @@ import convert_tokenizer as ctok  # noqa: E402
 import gen_random  # noqa: E402
 import hf_config  # noqa: E402
 import mlb  # noqa: E402
+import ref_common  # noqa: E402
 import ref_forward  # noqa: E402
+from llama import LLAMA  # noqa: E402
 import safetensors_io as st  # noqa: E402
 from test_tools import naive_forward, run_main, write_micro  # noqa: E402
 
@@ -51,7 +53,7 @@ def hf_cfg(model_type: str, **kw) -> dict:
 
 
 def norm(cfg: dict) -> dict:
-    return hf_config.normalize_config(cfg, {}, {"model": {"vocab": {"a": 0}}}, {})
+    return LLAMA.normalize_config(cfg, {}, {"model": {"vocab": {"a": 0}}}, {})
 
 
 # ------------------------------------------------------------------------------ config
@@ -146,14 +148,14 @@ class ConfigTest(unittest.TestCase):
             cfg = gen_random.make_config(arch, s, n_vocab, 1, 2, "bf16")
             c = norm(cfg)
             specs = gen_random.tensor_specs(s, n_vocab, arch)
-            convert.check_tensors(convert.tensor_plan(c), {n: sh for n, (sh, _) in specs.items()}, c)
+            LLAMA.check_tensors(LLAMA.tensor_plan(c), {n: spec[0] for n, spec in specs.items()}, c, "lm_head.weight")
             with self.subTest(shape=shape):
                 self.assertEqual({k: c[k] for k in keys}, keys)
                 self.assertTrue(c["tie_embeddings"] or shape == "tiny")
 
     def test_qk_shape_refusals(self):
         c = norm(hf_cfg("qwen3"))
-        plan = convert.tensor_plan(c)
+        plan = LLAMA.tensor_plan(c)
         shapes = {hf: s for _, hf, _, s in plan}
         names = {hf for _, hf, _, _ in plan}
         self.assertIn("model.layers.0.self_attn.q_norm.weight", names)
@@ -161,16 +163,16 @@ class ConfigTest(unittest.TestCase):
         bad = dict(shapes)
         bad["model.layers.0.self_attn.k_proj.weight"] = (48, 64)
         with self.assertRaises(hf_config.ConvertError) as cm:
-            convert.check_tensors(plan, bad, c)
+            LLAMA.check_tensors(plan, bad, c, "lm_head.weight")
         self.assertIn("num_key_value_heads", str(cm.exception))
         self.assertIn("k_proj", str(cm.exception))
         bad = dict(shapes)
         bad["model.layers.0.self_attn.q_proj.weight"] = (32, 64)
         with self.assertRaises(hf_config.ConvertError) as cm:
-            convert.check_tensors(plan, bad, c)
+            LLAMA.check_tensors(plan, bad, c, "lm_head.weight")
         self.assertIn("num_attention_heads", str(cm.exception))
         q2 = norm(hf_cfg("qwen2"))
-        names = {hf: s for _, hf, _, s in convert.tensor_plan(q2)}
+        names = {hf: s for _, hf, _, s in LLAMA.tensor_plan(q2)}
         self.assertEqual(names["model.layers.3.self_attn.v_proj.bias"], (32,))
         self.assertEqual(convert.dtype_for("norm", "q4_0", set()), "f32")
 
@@ -195,29 +197,29 @@ class RopeArchTest(unittest.TestCase):
     def test_convert_and_ref_agree(self):
         for cfg in ROPE_CASES:
             for hd in (64, 128):
-                a, fa = convert.compute_rope(cfg, hd)
-                b, fb = ref_forward.inv_frequencies(cfg, hd)
+                a, fa = hf_config.compute_rope(cfg, hd)
+                b, fb = ref_common.inv_frequencies(cfg, hd)
                 self.assertEqual(len(a), hd // 2)
                 np.testing.assert_allclose(a, b, rtol=1e-12, err_msg=json.dumps(cfg))
                 self.assertAlmostEqual(fa, fb, places=12)
 
     def test_yarn_values(self):
-        inv, attn = convert.compute_rope(ROPE_CASES[0], 128)
-        plain, _ = convert.compute_rope({"rope_theta": 1e6}, 128)
+        inv, attn = hf_config.compute_rope(ROPE_CASES[0], 128)
+        plain, _ = hf_config.compute_rope({"rope_theta": 1e6}, 128)
         self.assertAlmostEqual(attn, 0.1 * np.log(4.0) + 1.0)
         self.assertEqual(inv[0], plain[0])                   # fastest dims extrapolated
         self.assertAlmostEqual(inv[-1], plain[-1] / 4)       # slowest interpolated
-        inv, attn = convert.compute_rope(ROPE_CASES[2], 128)  # factor = 65536 / 8192
+        inv, attn = hf_config.compute_rope(ROPE_CASES[2], 128)  # factor = 65536 / 8192
         self.assertAlmostEqual(inv[-1], plain[-1] / 8)
         self.assertAlmostEqual(attn, 0.1 * np.log(8.0) + 1.0)
-        _, attn = convert.compute_rope(ROPE_CASES[4], 64)    # mscale ratio
+        _, attn = hf_config.compute_rope(ROPE_CASES[4], 64)    # mscale ratio
         self.assertAlmostEqual(attn, (0.1 * np.log(8) + 1) / (0.05 * np.log(8) + 1))
 
     def test_per_layer_type_rope_must_agree(self):
         cfg = json.loads(json.dumps(ROPE_CASES[3]))
         cfg["rope_parameters"]["sliding_attention"]["factor"] = 2.0
         with self.assertRaises(hf_config.ConvertError):
-            convert.compute_rope(cfg, 64)
+            hf_config.compute_rope(cfg, 64)
 
 
 class ChatTemplateTest(unittest.TestCase):
@@ -287,7 +289,7 @@ class RefForwardArchTest(unittest.TestCase):
                 c = norm(cfg)
                 self.assertEqual(c.get("layer_window", [0, 0]), windows)
                 self.assertEqual(c.get("layer_rope", [True, True]), use_rope)
-                inv, attn = convert.compute_rope(cfg, cfg["head_dim"])
+                inv, attn = hf_config.compute_rope(cfg, cfg["head_dim"])
                 if rope == "yarn":
                     self.assertGreater(attn, 1.0)
                 want = naive_forward(cfg, W, tokens, windows, use_rope, np.array(inv), attn)
@@ -396,7 +398,7 @@ class TinyArchConvertTest(unittest.TestCase):
         c = r.config
         self.assertEqual((c["arch"], c["head_dim"], c["qk_norm"], c["qkv_bias"], c["layer_window"]),
                          ("qwen3", 64, True, False, [0, 0, 0]))
-        inv, attn = ref_forward.inv_frequencies(self.config("qwen3-tiny"), 64)
+        inv, attn = ref_common.inv_frequencies(self.config("qwen3-tiny"), 64)
         np.testing.assert_allclose(c["rope_freqs"], inv, rtol=1e-12)
         self.assertAlmostEqual(c["rope_attn_factor"], attn)
         self.assertAlmostEqual(attn, 0.1 * np.log(4) + 1)
@@ -416,7 +418,7 @@ class TinyArchConvertTest(unittest.TestCase):
         c = self.convert("smollm2-tiny", "f16").config
         self.assertEqual((c["arch"], c["n_vocab"]), ("llama", 151669))
         self.assertNotIn("layer_window", c)
-        base, _ = convert.compute_rope({"rope_theta": 100000.0}, 32)
+        base, _ = hf_config.compute_rope({"rope_theta": 100000.0}, 32)
         np.testing.assert_allclose(c["rope_freqs"], np.array(base) / 2)
 
     def test_refusals_on_disk(self):

@@ -1,6 +1,6 @@
 """Tests of the Qwen3.5 paths of the Python tools (tools/qwen35.py, ref_qwen35.py, gen_qwen35.py).
 
-Run: /usr/bin/python3 -m unittest discover -s tests/e2e -p 'test_*.py'
+Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: config normalization of Qwen/Qwen3.5-0.8B's config (layer types, partial RoPE, DeltaNet
 shape), class defaults, refusals by field name; the reference's recurrent gated delta rule
 against the chunked (UT-transform) form transformers uses for prefill; gen_random -> convert for
@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 import convert  # noqa: E402
 import gen_random  # noqa: E402
 import mlb  # noqa: E402
-import qwen35  # noqa: E402
+from qwen35 import QWEN35  # noqa: E402
 import ref_forward  # noqa: E402
 import ref_qwen35  # noqa: E402
 import safetensors_io as st  # noqa: E402
@@ -54,7 +54,7 @@ Q08 = {
 
 
 def norm(cfg: dict) -> dict:
-    return qwen35.normalize_config(cfg, {}, TOK, {})
+    return QWEN35.normalize_config(cfg, {}, TOK, {})
 
 
 def with_text(**kw) -> dict:

@@ -1,6 +1,6 @@
 """Unit tests of the Python tools (tools/*.py) themselves.
 
-Run: /usr/bin/python3 -m unittest discover -s tests/e2e -p 'test_*.py'
+Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: Q8_0/Q4_0 ggml layouts (known answers, rounding, round trips, 'fit' <= 'round'),
 safetensors round trips (f32/f16/bf16, shards), the .mlb writer against docs/format.md read
 byte by byte, .mlt files, gen_random configs and logit scale, convert (config keys, tensor
@@ -26,14 +26,19 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tools"))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))  # compare.py
 
 import compare  # noqa: E402
 import convert  # noqa: E402
 import convert_tokenizer as ctok  # noqa: E402
+import gen_common  # noqa: E402
 import gen_random  # noqa: E402
+import hf_config  # noqa: E402
 import mlb  # noqa: E402
 import quant  # noqa: E402
+import ref_common  # noqa: E402
 import ref_forward  # noqa: E402
+from llama import LLAMA  # noqa: E402
 import safetensors_io as st  # noqa: E402
 
 TOKDIR = os.path.join(REPO, ".models", "tokenizers", "llama2")
@@ -305,34 +310,34 @@ ROPE_CASES = [
 class RopeTest(unittest.TestCase):
     def test_two_implementations_agree(self):
         for cfg in ROPE_CASES:
-            a, fa = convert.compute_rope(cfg, 64)
-            b, fb = ref_forward.inv_frequencies(cfg, 64)
+            a, fa = hf_config.compute_rope(cfg, 64)
+            b, fb = ref_common.inv_frequencies(cfg, 64)
             np.testing.assert_allclose(a, b, rtol=1e-12, err_msg=json.dumps(cfg))
             self.assertAlmostEqual(fa, fb, places=12)
 
     def test_known_values(self):
-        plain, f = convert.compute_rope(ROPE_CASES[0], 64)
+        plain, f = hf_config.compute_rope(ROPE_CASES[0], 64)
         self.assertEqual((plain[0], f), (1.0, 1.0))
         self.assertAlmostEqual(plain[1], 10000 ** (-2 / 64))
-        lin, _ = convert.compute_rope(ROPE_CASES[1], 64)
+        lin, _ = hf_config.compute_rope(ROPE_CASES[1], 64)
         np.testing.assert_allclose(lin, np.array(plain) / 2)
-        l3, _ = convert.compute_rope(ROPE_CASES[2], 64)
-        base, _ = convert.compute_rope({"rope_theta": 500000.0}, 64)
+        l3, _ = hf_config.compute_rope(ROPE_CASES[2], 64)
+        base, _ = hf_config.compute_rope({"rope_theta": 500000.0}, 64)
         self.assertEqual(l3[0], base[0])                 # high frequency untouched
         self.assertAlmostEqual(l3[-1], base[-1] / 32)    # low frequency divided by factor
-        _, attn = convert.compute_rope(ROPE_CASES[3], 64)
+        _, attn = hf_config.compute_rope(ROPE_CASES[3], 64)
         self.assertAlmostEqual(attn, 0.1 * np.log(4.0) + 1.0)
-        y, _ = convert.compute_rope(ROPE_CASES[4], 64)   # explicit factor 4 wins over 131072/32768
-        base, _ = convert.compute_rope({"rope_theta": 1000000.0}, 64)
+        y, _ = hf_config.compute_rope(ROPE_CASES[4], 64)   # explicit factor 4 wins over 131072/32768
+        base, _ = hf_config.compute_rope({"rope_theta": 1000000.0}, 64)
         self.assertAlmostEqual(y[0], base[0])
         self.assertAlmostEqual(y[-1], base[-1] / 4)
-        y, attn = convert.compute_rope(ROPE_CASES[5], 64)  # no factor: 65536/8192
-        self.assertAlmostEqual(y[-1], convert.compute_rope({}, 64)[0][-1] / 8)
+        y, attn = hf_config.compute_rope(ROPE_CASES[5], 64)  # no factor: 65536/8192
+        self.assertAlmostEqual(y[-1], hf_config.compute_rope({}, 64)[0][-1] / 8)
         self.assertEqual(attn, 1.2)
 
     def test_unknown_type_refused(self):
         with self.assertRaises(convert.ConvertError):
-            convert.compute_rope({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, 64)
+            hf_config.compute_rope({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, 64)
 
 
 # ------------------------------------------------------------------------------ ref_forward
@@ -410,8 +415,7 @@ def write_micro(d: str, arch: str, shape: dict, vocab: int, seed: int) -> tuple[
     """A gen_random checkpoint of a hand-made shape in d: (config, HF name -> array)."""
     cfg = gen_random.make_config(arch, shape, vocab, 1, 2, "f32")
     specs = gen_random.tensor_specs(shape, vocab, arch)
-    W = {n: np.concatenate(list(gen_random.gen_tensor(seed, n, sh, std, "f32"))).reshape(sh)
-         for n, (sh, std) in specs.items()}
+    W = {n: gen_common.full_tensor(seed, n, spec, "f32") for n, spec in specs.items()}
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f)
@@ -434,7 +438,7 @@ class RefForwardTest(unittest.TestCase):
                 np.testing.assert_allclose(got32, want, rtol=1e-3, atol=1e-3)
 
     def test_sliding_window_semantics(self):
-        m = ref_forward.attention_mask(5, 2)
+        m = ref_common.causal_mask(5, 2)
         self.assertEqual(m[4].tolist(), [False, False, False, True, True])   # 4-2 >= 2 masked
         with tempfile.TemporaryDirectory() as d:
             micro_model(os.path.join(d, "a"), "mistral", window=3)
@@ -550,9 +554,9 @@ class ConvertTest(unittest.TestCase):
         self.assertIn("fetch_tokenizers.sh", err)
 
     def test_gen_random_deterministic_per_tensor(self):
-        a = list(gen_random.gen_tensor(1, "x", (3, 64), 0.1, "f32"))
-        b = list(gen_random.gen_tensor(1, "x", (3, 64), 0.1, "f32"))
-        c = list(gen_random.gen_tensor(1, "y", (3, 64), 0.1, "f32"))
+        a = list(gen_common.gen_tensor(1, "x", (3, 64), 0.1, "f32"))
+        b = list(gen_common.gen_tensor(1, "x", (3, 64), 0.1, "f32"))
+        c = list(gen_common.gen_tensor(1, "y", (3, 64), 0.1, "f32"))
         np.testing.assert_array_equal(a[0], b[0])
         self.assertFalse(np.array_equal(a[0], c[0]))
 
@@ -716,7 +720,7 @@ class ConvertTest(unittest.TestCase):
         for f in ctok.TOKENIZER_FILES:
             os.symlink(os.path.join(self.tiny, f), os.path.join(d, f))
         specs = gen_random.tensor_specs(shape, 32000)
-        gen_random.write_safetensors(os.path.join(d, "model.safetensors"), specs, 0, "f32")
+        gen_common.write_safetensors(os.path.join(d, "model.safetensors"), specs, 0, "f32")
         self.assert_refused([d, "-o", self.out("odd.mlb"), "--quant", "q8_0"], "mlp.down_proj", "40")
         self.assertEqual(self.convert([d, "-o", self.out("odd32.mlb"), "--quant", "f32"])[0], 0)
 
@@ -749,7 +753,7 @@ class Llama3ShapeTest(unittest.TestCase):
     def test_llama3_1b_config_normalizes(self):
         """The llama3-1b shape (not generated here: 1.2B weights) gives a config that convert
         normalizes with llama3 rope scaling, tied embeddings and the llama3 chat template."""
-        tdir = gen_random.resolve_tokenizer("llama3")
+        tdir = gen_common.resolve_tokenizer("llama3")
         files = ctok.read_tokenizer_files(tdir)
         tj, tc = json.loads(files["tokenizer.json"]), json.loads(files["tokenizer_config.json"])
         s = gen_random.SHAPES["llama3-1b"]
@@ -757,8 +761,8 @@ class Llama3ShapeTest(unittest.TestCase):
         cfg = gen_random.make_config("llama", s, n, 128000, 128001, "bf16")
         self.assertEqual(cfg["rope_scaling"]["rope_type"], "llama3")
         self.assertNotIn("lm_head.weight", gen_random.tensor_specs(s, n))
-        c = convert.normalize_config(cfg, {"eos_token_id": [128001, 128009]}, tj, tc)
+        c = LLAMA.normalize_config(cfg, {"eos_token_id": [128001, 128009]}, tj, tc)
         self.assertEqual((c["n_vocab"], c["tie_embeddings"], c["chat_template"], c["eos_ids"]),
                          (128256, True, "llama3", [128001, 128009]))
-        base, _ = convert.compute_rope({"rope_theta": 500000.0}, 64)
+        base, _ = hf_config.compute_rope({"rope_theta": 500000.0}, 64)
         self.assertAlmostEqual(c["rope_freqs"][-1], base[-1] / 32)

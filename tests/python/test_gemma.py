@@ -1,7 +1,7 @@
 """Tests of the Gemma 2 / Gemma 3 paths of the Python tools (tools/gemma.py, ref_gemma.py,
 gen_gemma.py).
 
-Run: /usr/bin/python3 -m unittest discover -s tests/e2e -p 'test_*.py'
+Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: config normalization (class defaults, soft-caps absent vs null, alternate / pattern /
 explicit layer types, local and global rope with linear scaling in both the legacy and the v5
 per-layer-type form, the image-text text_config), refusals by field name, ref_forward's Gemma
@@ -28,6 +28,7 @@ sys.path.insert(0, HERE)
 
 import convert  # noqa: E402
 import gemma  # noqa: E402
+from gemma import GEMMA  # noqa: E402
 import gen_random  # noqa: E402
 import mlb  # noqa: E402
 import quant  # noqa: E402
@@ -41,7 +42,7 @@ TOK = {"model": {"vocab": {"<bos>": 2, "<eos>": 1, "<start_of_turn>": 105}}}
 
 
 def norm(cfg: dict, gen: dict | None = None) -> dict:
-    return gemma.normalize_config(cfg, gen or {}, TOK, {})
+    return GEMMA.normalize_config(cfg, gen or {}, TOK, {})
 
 
 def g2(**kw) -> dict:
@@ -114,8 +115,8 @@ class GemmaConfigTest(unittest.TestCase):
         self.assertEqual(c["bos_id"], 2)
         self.assertEqual(c["layer_window"].count(0), 5)                      # layers 5, 11, 17, 23, 29
         np.testing.assert_allclose(c["rope_freqs"], inv(1e6, 256) / 8)
-        self.assertEqual(gemma.default_q4_rule(cfg), "round")
-        self.assertEqual(gemma.default_q4_rule(g2()), "fit")
+        self.assertEqual(GEMMA.default_q4_rule(cfg), "round")
+        self.assertEqual(GEMMA.default_q4_rule(g2()), "fit")
 
     def test_refusals_name_the_field(self):
         vl = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
