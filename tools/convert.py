@@ -33,8 +33,20 @@ from llama import LLAMA  # noqa: E402
 from qwen35 import QWEN35  # noqa: E402
 
 PROG = "convert.py"
-MATRIX_CLASSES = ("q", "k", "v", "o", "gate", "up", "down", "embd", "output",
-                  "ssm_in", "ssm_ab", "ssm_out")   # ssm_*: Qwen3.5 DeltaNet projections
+MATRIX_CLASSES = (
+    "q",
+    "k",
+    "v",
+    "o",
+    "gate",
+    "up",
+    "down",
+    "embd",
+    "output",
+    "ssm_in",
+    "ssm_ab",
+    "ssm_out",
+)  # ssm_*: Qwen3.5 DeltaNet projections
 ROW_BLOCK_ELEMS = 1 << 22
 # The family registry: the first that matches config.json's model_type converts it; the
 # llama-like family is the fallback that names what is not supported.
@@ -49,7 +61,9 @@ def parse_q8(text: str) -> set[str]:
     classes = {x.strip() for x in text.split(",") if x.strip()}
     bad = classes - set(MATRIX_CLASSES)
     if bad:
-        raise ConvertError(f"--q8: unknown class(es) {sorted(bad)} (choose from {','.join(MATRIX_CLASSES)})")
+        raise ConvertError(
+            f"--q8: unknown class(es) {sorted(bad)} (choose from {','.join(MATRIX_CLASSES)})"
+        )
     return classes
 
 
@@ -74,16 +88,31 @@ def chat_template_note(c: dict[str, Any], tok_files: dict[str, bytes]) -> str:
         tmpl = None
     name = c.get("chat_template") or ""
     if name:
-        where = ("guessed from the checkpoint's chat template and vocabulary" if tmpl
-                 else "guessed from the vocabulary: the checkpoint has no chat template")
+        where = (
+            "guessed from the checkpoint's chat template and vocabulary"
+            if tmpl
+            else "guessed from the vocabulary: the checkpoint has no chat template"
+        )
         return f"chat template: '{name}' recorded ({where}); ml_run --chat auto uses it"
-    why = ("the checkpoint's chat template matches no built-in renderer" if tmpl
-           else "the checkpoint has no chat template and the vocabulary suggests none")
+    why = (
+        "the checkpoint's chat template matches no built-in renderer"
+        if tmpl
+        else "the checkpoint has no chat template and the vocabulary suggests none"
+    )
     return f"chat template: none recorded ({why}); pick one with ml_run --chat NAME"
 
 
-def write_mlb(out: str, c: dict[str, Any], plan: Plan, get: Getter, tok_files: dict[str, bytes],
-              qtype: str, q8: set[str], q4_rule: str, source: dict[str, Any]) -> None:
+def write_mlb(
+    out: str,
+    c: dict[str, Any],
+    plan: Plan,
+    get: Getter,
+    tok_files: dict[str, bytes],
+    qtype: str,
+    q8: set[str],
+    q4_rule: str,
+    source: dict[str, Any],
+) -> None:
     specs = [mlb.TensorSpec(n, "bytes", (len(tok_files[n]),)) for n in ctok.TOKENIZER_FILES]
     dtypes = {}
     for name, hf, cls, shape in plan:
@@ -107,11 +136,16 @@ def write_mlb(out: str, c: dict[str, Any], plan: Plan, get: Getter, tok_files: d
                 x = get(hf, slice(r, min(shape[0], r + step)))
                 w.write(quant.quantize(x, dtypes[name], q4_rule))
         mb = int(np.prod(shape)) * 4 / 1e6
-        print(f"convert: [{i + 1}/{len(plan)}] {name:22s} {dtypes[name]:5s} {str(list(shape)):14s} "
-              f"{mb / max(time.time() - t0, 1e-9):8.1f} MB/s", file=sys.stderr)
+        print(
+            f"convert: [{i + 1}/{len(plan)}] {name:22s} {dtypes[name]:5s} {str(list(shape)):14s} "
+            f"{mb / max(time.time() - t0, 1e-9):8.1f} MB/s",
+            file=sys.stderr,
+        )
     w.close()
-    print(f"convert: wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB) in {time.time() - t_all:.1f} s",
-          file=sys.stderr)
+    print(
+        f"convert: wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB) in {time.time() - t_all:.1f} s",
+        file=sys.stderr,
+    )
     print(f"convert: {chat_template_note(c, tok_files)}", file=sys.stderr)
 
 
@@ -140,10 +174,16 @@ def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str | None) 
         skipped = fam.check_tensors(plan, shapes, c, head)
         if skipped:
             print(f"convert: {fam.skip_note(len(skipped))}", file=sys.stderr)
-        source = {"tool": PROG, "input": os.path.abspath(d), "quant": qtype, "q4_rule": q4_rule,
-                  "q8": sorted(q8), "model_type": cfg.get("model_type"),
-                  "architectures": cfg.get("architectures"),
-                  "dtypes": sorted({ck.info(n).dtype for n in ck.names()})}
+        source = {
+            "tool": PROG,
+            "input": os.path.abspath(d),
+            "quant": qtype,
+            "q4_rule": q4_rule,
+            "q8": sorted(q8),
+            "model_type": cfg.get("model_type"),
+            "architectures": cfg.get("architectures"),
+            "dtypes": sorted({ck.info(n).dtype for n in ck.names()}),
+        }
         if fam.records_skipped:
             source["skipped_tensors"] = len(skipped)
         write_mlb(out, c, plan, fam.getter(ck, plan, c), tok_files, qtype, q8, q4_rule, source)
@@ -152,6 +192,7 @@ def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str | None) 
 
 
 # ---------------------------------------------------------------- llama2.c
+
 
 def interleaved_to_hf(w: np.ndarray, n_heads: int) -> np.ndarray:
     """llama2.c/Meta q,k row order (pairs 2i,2i+1) -> HF rotate_half order, as HF's
@@ -168,11 +209,21 @@ def llama2c_source(path: str) -> tuple[dict[str, Any], Getter]:
     shared, vocab = vocab > 0, abs(vocab)
     hd = dim // nh
     m = np.memmap(path, dtype="<f4", mode="r", offset=28)
-    layout: list[tuple[str, tuple[int, ...]]] = [("embd", (vocab, dim)), ("att_norm", (L, dim)),
-        ("wq", (L, nh * hd, dim)), ("wk", (L, nkv * hd, dim)), ("wv", (L, nkv * hd, dim)),
-        ("wo", (L, dim, nh * hd)), ("ffn_norm", (L, dim)), ("w1", (L, hidden, dim)),
-        ("w2", (L, dim, hidden)), ("w3", (L, hidden, dim)), ("norm", (dim,)),
-        ("cos", (seq, hd // 2)), ("sin", (seq, hd // 2))]
+    layout: list[tuple[str, tuple[int, ...]]] = [
+        ("embd", (vocab, dim)),
+        ("att_norm", (L, dim)),
+        ("wq", (L, nh * hd, dim)),
+        ("wk", (L, nkv * hd, dim)),
+        ("wv", (L, nkv * hd, dim)),
+        ("wo", (L, dim, nh * hd)),
+        ("ffn_norm", (L, dim)),
+        ("w1", (L, hidden, dim)),
+        ("w2", (L, dim, hidden)),
+        ("w3", (L, hidden, dim)),
+        ("norm", (dim,)),
+        ("cos", (seq, hd // 2)),
+        ("sin", (seq, hd // 2)),
+    ]
     if not shared:
         layout.append(("wcls", (vocab, dim)))
     arrays, off = {}, 0
@@ -180,12 +231,19 @@ def llama2c_source(path: str) -> tuple[dict[str, Any], Getter]:
         n = int(np.prod(shape))
         if off + n > m.shape[0]:
             raise ConvertError(f"{path}: truncated llama2.c checkpoint at '{name}'")
-        arrays[name] = m[off:off + n].reshape(shape)
+        arrays[name] = m[off : off + n].reshape(shape)
         off += n
-    names = {"input_layernorm": ("att_norm", 0), "self_attn.q_proj": ("wq", nh),
-             "self_attn.k_proj": ("wk", nkv), "self_attn.v_proj": ("wv", 0),
-             "self_attn.o_proj": ("wo", 0), "post_attention_layernorm": ("ffn_norm", 0),
-             "mlp.gate_proj": ("w1", 0), "mlp.down_proj": ("w2", 0), "mlp.up_proj": ("w3", 0)}
+    names = {
+        "input_layernorm": ("att_norm", 0),
+        "self_attn.q_proj": ("wq", nh),
+        "self_attn.k_proj": ("wk", nkv),
+        "self_attn.v_proj": ("wv", 0),
+        "self_attn.o_proj": ("wo", 0),
+        "post_attention_layernorm": ("ffn_norm", 0),
+        "mlp.gate_proj": ("w1", 0),
+        "mlp.down_proj": ("w2", 0),
+        "mlp.up_proj": ("w3", 0),
+    }
 
     def get(hf: str, rows: slice) -> np.ndarray:
         if hf == "model.embed_tokens.weight":
@@ -201,50 +259,87 @@ def llama2c_source(path: str) -> tuple[dict[str, Any], Getter]:
             a = interleaved_to_hf(a, heads)
         return a if a.ndim == 1 else a[rows]
 
-    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": dim,
-           "intermediate_size": hidden, "num_hidden_layers": L, "num_attention_heads": nh,
-           "num_key_value_heads": nkv, "head_dim": hd, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-           "max_position_embeddings": seq, "tie_word_embeddings": shared, "vocab_size": vocab}
+    cfg = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": dim,
+        "intermediate_size": hidden,
+        "num_hidden_layers": L,
+        "num_attention_heads": nh,
+        "num_key_value_heads": nkv,
+        "head_dim": hd,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": seq,
+        "tie_word_embeddings": shared,
+        "vocab_size": vocab,
+    }
     return cfg, get
 
 
-def convert_llama2c(ckpt: str, tok_dir: str, out: str, qtype: str, q8: set[str], q4_rule: str) -> None:
+def convert_llama2c(
+    ckpt: str, tok_dir: str, out: str, qtype: str, q8: set[str], q4_rule: str
+) -> None:
     if not os.path.isfile(ckpt):
         raise ConvertError(f"missing {ckpt}")
     tok_files = ctok.read_tokenizer_files(tok_dir)
     tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
     cfg, get = llama2c_source(ckpt)
     c = LLAMA.normalize_config(cfg, {}, tj, tc)
-    source = {"tool": PROG, "input": os.path.abspath(ckpt), "format": "llama2.c v0",
-              "quant": qtype, "q4_rule": q4_rule, "q8": sorted(q8)}
+    source = {
+        "tool": PROG,
+        "input": os.path.abspath(ckpt),
+        "format": "llama2.c v0",
+        "quant": qtype,
+        "q4_rule": q4_rule,
+        "q8": sorted(q8),
+    }
     write_mlb(out, c, LLAMA.tensor_plan(c), get, tok_files, qtype, q8, q4_rule, source)
 
 
 # ---------------------------------------------------------------- CLI
 
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--out", required=True, help="output .mlb file")
-    p.add_argument("--quant", choices=["f32", "f16", "q8_0", "q4_0"], default="q8_0",
-                   help="type of the weight matrices (default q8_0)")
-    p.add_argument("--q8", default="embd,output",
-                   help="with --quant q4_0: matrix classes kept in q8_0 (comma list of "
-                        + ",".join(MATRIX_CLASSES) + "; default embd,output)")
-    p.add_argument("--q4-rule", choices=["fit", "round"], default=None,
-                   help="Q4_0 scale rule: fit (search) or round (llama.cpp); default round for "
-                        "Gemma 3, fit otherwise (docs/quantization.md)")
+    p.add_argument(
+        "--quant",
+        choices=["f32", "f16", "q8_0", "q4_0"],
+        default="q8_0",
+        help="type of the weight matrices (default q8_0)",
+    )
+    p.add_argument(
+        "--q8",
+        default="embd,output",
+        help="with --quant q4_0: matrix classes kept in q8_0 (comma list of "
+        + ",".join(MATRIX_CLASSES)
+        + "; default embd,output)",
+    )
+    p.add_argument(
+        "--q4-rule",
+        choices=["fit", "round"],
+        default=None,
+        help="Q4_0 scale rule: fit (search) or round (llama.cpp); default round for "
+        "Gemma 3, fit otherwise (docs/quantization.md)",
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "llama2c":
-        p = argparse.ArgumentParser(prog=f"{PROG} llama2c", description="Convert a llama2.c checkpoint.")
+        p = argparse.ArgumentParser(
+            prog=f"{PROG} llama2c", description="Convert a llama2.c checkpoint."
+        )
         p.add_argument("ckpt", help="llama2.c version-0 .bin checkpoint")
         p.add_argument("tokdir", help="Hugging Face tokenizer directory (tokenizer.json)")
         _add_common(p)
         a = p.parse_args(argv[1:])
     else:
-        p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
-                                    epilog="Also: convert.py llama2c CKPT.bin TOKDIR -o OUT.mlb …")
+        p = argparse.ArgumentParser(
+            prog=PROG,
+            description=__doc__.split("\n")[0],
+            epilog="Also: convert.py llama2c CKPT.bin TOKDIR -o OUT.mlb …",
+        )
         p.add_argument("hf_dir", help="Hugging Face model directory")
         _add_common(p)
         a = p.parse_args(argv)
@@ -256,11 +351,17 @@ def main(argv: list[str] | None = None) -> None:
             convert_llama2c(a.ckpt, a.tokdir, a.out, a.quant, q8, a.q4_rule or "fit")
         else:
             convert_hf(a.hf_dir, a.out, a.quant, q8, a.q4_rule)
-    except (ConvertError, ctok.TokenizerError, st.SafetensorsError, OSError, json.JSONDecodeError) as e:
+    except (
+        ConvertError,
+        ctok.TokenizerError,
+        st.SafetensorsError,
+        OSError,
+        json.JSONDecodeError,
+    ) as e:
         mlb.die(PROG, str(e))
     except BaseException:
         if os.path.exists(a.out):
-            os.remove(a.out)   # never leave a half-written file behind
+            os.remove(a.out)  # never leave a half-written file behind
         raise
 
 

@@ -97,7 +97,9 @@ class Family:
     def layer_plan(self, c: dict[str, Any], i: int, p: str, h: str) -> Plan:
         raise NotImplementedError
 
-    def tensor_plan(self, c: dict[str, Any], base: str = "model.", head: str = "lm_head.weight") -> Plan:
+    def tensor_plan(
+        self, c: dict[str, Any], base: str = "model.", head: str = "lm_head.weight"
+    ) -> Plan:
         """(mlb name, HF name, class, expected shape): the embedding, the layers, the final
         norm and, unless tied, the output projection."""
         d, v = c["dim"], c["n_vocab"]

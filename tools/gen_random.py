@@ -48,18 +48,66 @@ from gen_common import (  # noqa: E402
 
 
 SHAPES: dict[str, dict] = {
-    "tiny": dict(dim=256, n_layers=2, n_heads=8, n_kv_heads=2, head_dim=32, ffn=352,
-                 theta=10000.0, eps=1e-5, max_pos=2048, tied=False, tok="llama2"),
-    "tinyllama": dict(dim=2048, n_layers=22, n_heads=32, n_kv_heads=4, head_dim=64, ffn=5632,
-                      theta=10000.0, eps=1e-5, max_pos=2048, tied=False, tok="llama2"),
-    "llama3-1b": dict(dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, head_dim=64, ffn=8192,
-                      theta=500000.0, eps=1e-5, max_pos=131072, tied=True, tok="llama3",
-                      rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
-                                    "high_freq_factor": 4.0,
-                                    "original_max_position_embeddings": 8192}),
-    "mistral-tiny": dict(dim=128, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, ffn=256,
-                         theta=10000.0, eps=1e-5, max_pos=4096, tied=False, tok="llama2",
-                         sliding_window=16),
+    "tiny": dict(
+        dim=256,
+        n_layers=2,
+        n_heads=8,
+        n_kv_heads=2,
+        head_dim=32,
+        ffn=352,
+        theta=10000.0,
+        eps=1e-5,
+        max_pos=2048,
+        tied=False,
+        tok="llama2",
+    ),
+    "tinyllama": dict(
+        dim=2048,
+        n_layers=22,
+        n_heads=32,
+        n_kv_heads=4,
+        head_dim=64,
+        ffn=5632,
+        theta=10000.0,
+        eps=1e-5,
+        max_pos=2048,
+        tied=False,
+        tok="llama2",
+    ),
+    "llama3-1b": dict(
+        dim=2048,
+        n_layers=16,
+        n_heads=32,
+        n_kv_heads=8,
+        head_dim=64,
+        ffn=8192,
+        theta=500000.0,
+        eps=1e-5,
+        max_pos=131072,
+        tied=True,
+        tok="llama3",
+        rope_scaling={
+            "rope_type": "llama3",
+            "factor": 32.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+    ),
+    "mistral-tiny": dict(
+        dim=128,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=32,
+        ffn=256,
+        theta=10000.0,
+        eps=1e-5,
+        max_pos=4096,
+        tied=False,
+        tok="llama2",
+        sliding_window=16,
+    ),
 }
 # Qwen/SmolLM shapes. The tiny ones exercise each family's feature: qwen2-tiny slides a
 # 16-token window on layers >= max_window_layers (2, 3) only; qwen3-tiny has head_dim 64 with
@@ -71,38 +119,149 @@ SHAPES: dict[str, dict] = {
 # the last logits by KL ~2-4 (qwen2-tiny ~0.3-0.5, its last two layers only see 16 tokens).
 # qwen3-tiny's q/k norms ignore qk_gain; a lower logit_std keeps its yarn variant in bounds.
 SMALL_GAINS = dict(proj_gain=0.45, qk_gain=0.7, logit_std=1.8)
-SHAPES.update({
-    "qwen2-tiny": dict(**SMALL_GAINS, dim=128, n_layers=4, n_heads=4, n_kv_heads=2, head_dim=32, ffn=256,
-                       theta=1000000.0, eps=1e-6, max_pos=4096, tied=True, tok="qwen3", vocab=151936,
-                       use_sliding_window=True, sliding_window=16, max_window_layers=2),
-    "qwen2.5-0.5b": dict(dim=896, n_layers=24, n_heads=14, n_kv_heads=2, head_dim=64, ffn=4864,
-                         theta=1000000.0, eps=1e-6, max_pos=32768, tied=True, tok="qwen3", vocab=151936,
-                         use_sliding_window=False, sliding_window=32768, max_window_layers=21),
-    "qwen3-tiny": dict(**dict(SMALL_GAINS, logit_std=1.5), dim=128, n_layers=3, n_heads=4, n_kv_heads=2, head_dim=64, ffn=256,
-                       theta=1000000.0, eps=1e-6, max_pos=4096, tied=True, tok="qwen3", vocab=151936,
-                       use_sliding_window=False, sliding_window=None, max_window_layers=3),
-    "qwen3-0.6b": dict(dim=1024, n_layers=28, n_heads=16, n_kv_heads=8, head_dim=128, ffn=3072,
-                       theta=1000000.0, eps=1e-6, max_pos=40960, tied=True, tok="qwen3", vocab=151936,
-                       use_sliding_window=False, sliding_window=None, max_window_layers=28),
-    "smollm3-tiny": dict(**SMALL_GAINS, dim=128, n_layers=4, n_heads=4, n_kv_heads=2, head_dim=32, ffn=256,
-                         theta=5000000.0, eps=1e-6, max_pos=4096, tied=True, tok="llama3",
-                         no_rope_layers=[1, 0, 1, 0]),
-    "smollm3-3b": dict(dim=2048, n_layers=36, n_heads=16, n_kv_heads=4, head_dim=128, ffn=11008,
-                       theta=5000000.0, eps=1e-6, max_pos=65536, tied=True, tok="llama3",
-                       no_rope_layers=[int((i + 1) % 4 != 0) for i in range(36)]),
-    # SmolLM2 is LlamaForCausalLM with a GPT-2-style byte-level BPE; no SmolLM2 tokenizer is
-    # fetched here, so Qwen3's (also byte-level BPE) stands in.
-    "smollm2-tiny": dict(**SMALL_GAINS, dim=128, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, ffn=256,
-                         theta=100000.0, eps=1e-5, max_pos=8192, tied=True, tok="qwen3"),
-    "smollm2-135m": dict(dim=576, n_layers=30, n_heads=9, n_kv_heads=3, head_dim=64, ffn=1536,
-                         theta=100000.0, eps=1e-5, max_pos=8192, tied=True, tok="qwen3"),
-})
+SHAPES.update(
+    {
+        "qwen2-tiny": dict(
+            **SMALL_GAINS,
+            dim=128,
+            n_layers=4,
+            n_heads=4,
+            n_kv_heads=2,
+            head_dim=32,
+            ffn=256,
+            theta=1000000.0,
+            eps=1e-6,
+            max_pos=4096,
+            tied=True,
+            tok="qwen3",
+            vocab=151936,
+            use_sliding_window=True,
+            sliding_window=16,
+            max_window_layers=2,
+        ),
+        "qwen2.5-0.5b": dict(
+            dim=896,
+            n_layers=24,
+            n_heads=14,
+            n_kv_heads=2,
+            head_dim=64,
+            ffn=4864,
+            theta=1000000.0,
+            eps=1e-6,
+            max_pos=32768,
+            tied=True,
+            tok="qwen3",
+            vocab=151936,
+            use_sliding_window=False,
+            sliding_window=32768,
+            max_window_layers=21,
+        ),
+        "qwen3-tiny": dict(
+            **dict(SMALL_GAINS, logit_std=1.5),
+            dim=128,
+            n_layers=3,
+            n_heads=4,
+            n_kv_heads=2,
+            head_dim=64,
+            ffn=256,
+            theta=1000000.0,
+            eps=1e-6,
+            max_pos=4096,
+            tied=True,
+            tok="qwen3",
+            vocab=151936,
+            use_sliding_window=False,
+            sliding_window=None,
+            max_window_layers=3,
+        ),
+        "qwen3-0.6b": dict(
+            dim=1024,
+            n_layers=28,
+            n_heads=16,
+            n_kv_heads=8,
+            head_dim=128,
+            ffn=3072,
+            theta=1000000.0,
+            eps=1e-6,
+            max_pos=40960,
+            tied=True,
+            tok="qwen3",
+            vocab=151936,
+            use_sliding_window=False,
+            sliding_window=None,
+            max_window_layers=28,
+        ),
+        "smollm3-tiny": dict(
+            **SMALL_GAINS,
+            dim=128,
+            n_layers=4,
+            n_heads=4,
+            n_kv_heads=2,
+            head_dim=32,
+            ffn=256,
+            theta=5000000.0,
+            eps=1e-6,
+            max_pos=4096,
+            tied=True,
+            tok="llama3",
+            no_rope_layers=[1, 0, 1, 0],
+        ),
+        "smollm3-3b": dict(
+            dim=2048,
+            n_layers=36,
+            n_heads=16,
+            n_kv_heads=4,
+            head_dim=128,
+            ffn=11008,
+            theta=5000000.0,
+            eps=1e-6,
+            max_pos=65536,
+            tied=True,
+            tok="llama3",
+            no_rope_layers=[int((i + 1) % 4 != 0) for i in range(36)],
+        ),
+        # SmolLM2 is LlamaForCausalLM with a GPT-2-style byte-level BPE; no SmolLM2 tokenizer is
+        # fetched here, so Qwen3's (also byte-level BPE) stands in.
+        "smollm2-tiny": dict(
+            **SMALL_GAINS,
+            dim=128,
+            n_layers=2,
+            n_heads=4,
+            n_kv_heads=2,
+            head_dim=32,
+            ffn=256,
+            theta=100000.0,
+            eps=1e-5,
+            max_pos=8192,
+            tied=True,
+            tok="qwen3",
+        ),
+        "smollm2-135m": dict(
+            dim=576,
+            n_layers=30,
+            n_heads=9,
+            n_kv_heads=3,
+            head_dim=64,
+            ffn=1536,
+            theta=100000.0,
+            eps=1e-5,
+            max_pos=8192,
+            tied=True,
+            tok="qwen3",
+        ),
+    }
+)
 # --arch -> (model_type, architectures entry); smollm2 is the llama architecture.
-ARCH_CLASS = {"llama": ("llama", "LlamaForCausalLM"), "mistral": ("mistral", "MistralForCausalLM"),
-              "qwen2": ("qwen2", "Qwen2ForCausalLM"), "qwen3": ("qwen3", "Qwen3ForCausalLM"),
-              "smollm3": ("smollm3", "SmolLM3ForCausalLM"), "smollm2": ("llama", "LlamaForCausalLM")}
+ARCH_CLASS = {
+    "llama": ("llama", "LlamaForCausalLM"),
+    "mistral": ("mistral", "MistralForCausalLM"),
+    "qwen2": ("qwen2", "Qwen2ForCausalLM"),
+    "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+    "smollm3": ("smollm3", "SmolLM3ForCausalLM"),
+    "smollm2": ("llama", "LlamaForCausalLM"),
+}
 # LOGIT_STD, PROJ_GAIN, QK_GAIN: gen_common.py.
-BIAS_STD = 0.5      # Qwen2 q/k/v biases: N(0, BIAS_STD), the size of a projected element
+BIAS_STD = 0.5  # Qwen2 q/k/v biases: N(0, BIAS_STD), the size of a projected element
 
 
 def rope_scaling(kind: str | None, factor: float, max_pos: int) -> tuple[dict | None, int]:
@@ -112,21 +271,33 @@ def rope_scaling(kind: str | None, factor: float, max_pos: int) -> tuple[dict | 
         return None, max_pos
     if kind == "linear":
         return {"rope_type": "linear", "factor": factor}, max_pos
-    return ({"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": max_pos},
-            int(max_pos * factor))
+    return (
+        {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": max_pos},
+        int(max_pos * factor),
+    )
 
 
 def make_config(arch: str, s: dict, n_vocab: int, bos: int, eos: int, dtype: str) -> dict:
     model_type, cls = ARCH_CLASS[arch]
     cfg = {
         "architectures": [cls],
-        "model_type": model_type, "hidden_size": s["dim"], "intermediate_size": s["ffn"],
-        "num_hidden_layers": s["n_layers"], "num_attention_heads": s["n_heads"],
-        "num_key_value_heads": s["n_kv_heads"], "head_dim": s["head_dim"],
-        "hidden_act": "silu", "rms_norm_eps": s["eps"], "rope_theta": s["theta"],
-        "rope_scaling": s.get("rope_scaling"), "max_position_embeddings": s["max_pos"],
-        "tie_word_embeddings": s["tied"], "bos_token_id": bos if bos >= 0 else None,
-        "eos_token_id": eos, "vocab_size": n_vocab, "attention_dropout": 0.0,
+        "model_type": model_type,
+        "hidden_size": s["dim"],
+        "intermediate_size": s["ffn"],
+        "num_hidden_layers": s["n_layers"],
+        "num_attention_heads": s["n_heads"],
+        "num_key_value_heads": s["n_kv_heads"],
+        "head_dim": s["head_dim"],
+        "hidden_act": "silu",
+        "rms_norm_eps": s["eps"],
+        "rope_theta": s["theta"],
+        "rope_scaling": s.get("rope_scaling"),
+        "max_position_embeddings": s["max_pos"],
+        "tie_word_embeddings": s["tied"],
+        "bos_token_id": bos if bos >= 0 else None,
+        "eos_token_id": eos,
+        "vocab_size": n_vocab,
+        "attention_dropout": 0.0,
         "initializer_range": 0.02,
         "torch_dtype": TORCH_DTYPE[dtype],
         "use_cache": True,
@@ -138,13 +309,19 @@ def make_config(arch: str, s: dict, n_vocab: int, bos: int, eos: int, dtype: str
     if arch == "mistral":
         cfg["sliding_window"] = s.get("sliding_window", 4096)
     if model_type in ("qwen2", "qwen3"):
-        cfg.update(use_sliding_window=s.get("use_sliding_window", False),
-                   sliding_window=s.get("sliding_window"),
-                   max_window_layers=s.get("max_window_layers", s["n_layers"]))
+        cfg.update(
+            use_sliding_window=s.get("use_sliding_window", False),
+            sliding_window=s.get("sliding_window"),
+            max_window_layers=s.get("max_window_layers", s["n_layers"]),
+        )
     if model_type == "smollm3":
         no_rope = s.get("no_rope_layers") or [int((i + 1) % 4 != 0) for i in range(s["n_layers"])]
-        cfg.update(no_rope_layers=no_rope, no_rope_layer_interval=4,
-                   use_sliding_window=False, sliding_window=None)
+        cfg.update(
+            no_rope_layers=no_rope,
+            no_rope_layer_interval=4,
+            use_sliding_window=False,
+            sliding_window=None,
+        )
     return cfg
 
 
@@ -161,7 +338,10 @@ def tensor_specs(s: dict, n_vocab: int, arch: str = "llama") -> dict[str, Spec]:
         specs[p + "self_attn.q_proj.weight"] = ((s["n_heads"] * hd, d), qk / np.sqrt(d))
         specs[p + "self_attn.k_proj.weight"] = ((s["n_kv_heads"] * hd, d), qk / np.sqrt(d))
         specs[p + "self_attn.v_proj.weight"] = ((s["n_kv_heads"] * hd, d), g / np.sqrt(d))
-        specs[p + "self_attn.o_proj.weight"] = ((d, s["n_heads"] * hd), g / np.sqrt(s["n_heads"] * hd))
+        specs[p + "self_attn.o_proj.weight"] = (
+            (d, s["n_heads"] * hd),
+            g / np.sqrt(s["n_heads"] * hd),
+        )
         if arch == "qwen2":
             for x, n in (("q", s["n_heads"]), ("k", s["n_kv_heads"]), ("v", s["n_kv_heads"])):
                 specs[p + f"self_attn.{x}_proj.bias"] = ((n * hd,), BIAS_STD)
@@ -190,7 +370,9 @@ def write_llama2c(path: str, s: dict, specs: dict, seed: int, dtype: str, n_voca
     """llama2.c version-0 checkpoint (run.c): 7 int32 header, then float32 arrays;
     a negative vocab_size means an unshared classifier follows the RoPE tables."""
     if s["dim"] != s["n_heads"] * s["head_dim"] or s.get("rope_scaling") or s["theta"] != 10000.0:
-        raise ValueError("llama2.c needs head_dim = dim/n_heads, rope_theta 10000 and no rope scaling")
+        raise ValueError(
+            "llama2.c needs head_dim = dim/n_heads, rope_theta 10000 and no rope scaling"
+        )
     seq_len = min(s["max_pos"], 2048)
     L = s["n_layers"]
 
@@ -204,15 +386,24 @@ def write_llama2c(path: str, s: dict, specs: dict, seed: int, dtype: str, n_voca
 
     with open(path, "wb") as f:
         vocab_field = n_vocab if s["tied"] else -n_vocab
-        f.write(struct.pack("<7i", s["dim"], s["ffn"], L, s["n_heads"], s["n_kv_heads"],
-                            vocab_field, seq_len))
-        groups = [[full("model.embed_tokens.weight")], per_layer("input_layernorm.weight"),
-                  per_layer("self_attn.q_proj.weight", s["n_heads"]),
-                  per_layer("self_attn.k_proj.weight", s["n_kv_heads"]),
-                  per_layer("self_attn.v_proj.weight"), per_layer("self_attn.o_proj.weight"),
-                  per_layer("post_attention_layernorm.weight"), per_layer("mlp.gate_proj.weight"),
-                  per_layer("mlp.down_proj.weight"), per_layer("mlp.up_proj.weight"),
-                  [full("model.norm.weight")]]
+        f.write(
+            struct.pack(
+                "<7i", s["dim"], s["ffn"], L, s["n_heads"], s["n_kv_heads"], vocab_field, seq_len
+            )
+        )
+        groups = [
+            [full("model.embed_tokens.weight")],
+            per_layer("input_layernorm.weight"),
+            per_layer("self_attn.q_proj.weight", s["n_heads"]),
+            per_layer("self_attn.k_proj.weight", s["n_kv_heads"]),
+            per_layer("self_attn.v_proj.weight"),
+            per_layer("self_attn.o_proj.weight"),
+            per_layer("post_attention_layernorm.weight"),
+            per_layer("mlp.gate_proj.weight"),
+            per_layer("mlp.down_proj.weight"),
+            per_layer("mlp.up_proj.weight"),
+            [full("model.norm.weight")],
+        ]
         for g in groups:
             for a in g:
                 f.write(np.ascontiguousarray(a, dtype="<f4").tobytes())
@@ -234,11 +425,18 @@ def main(argv: list[str] | None = None) -> None:
         return gen_gemma.main(argv)
     if arch == "qwen3.5":  # tools/gen_qwen35.py
         return gen_qwen35.main(argv)
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
-                                epilog="Gemma: --arch gemma2|gemma3|gemma3-vl, see tools/gen_gemma.py; "
-                                "Qwen3.5: --arch qwen3.5, see tools/gen_qwen35.py")
-    p.add_argument("--arch", choices=list(ARCH_CLASS), required=True,
-                   help="smollm2 = the llama architecture (model_type llama)")
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description=__doc__.split("\n")[0],
+        epilog="Gemma: --arch gemma2|gemma3|gemma3-vl, see tools/gen_gemma.py; "
+        "Qwen3.5: --arch qwen3.5, see tools/gen_qwen35.py",
+    )
+    p.add_argument(
+        "--arch",
+        choices=list(ARCH_CLASS),
+        required=True,
+        help="smollm2 = the llama architecture (model_type llama)",
+    )
     p.add_argument("--shape", choices=list(SHAPES), required=True)
     p.add_argument("--rope", choices=["linear", "yarn"], help="add this rope scaling to the shape")
     p.add_argument("--rope-factor", type=float, default=4.0, help="its factor (default 4)")
@@ -251,18 +449,34 @@ def main(argv: list[str] | None = None) -> None:
             mlb.die(PROG, f"--rope: shape {a.shape} already has rope scaling")
         s["rope_scaling"], s["max_pos"] = rope_scaling(a.rope, a.rope_factor, s["max_pos"])
     if a.llama2c_out and (a.arch != "llama" or s.get("rope_scaling") or s["theta"] != 10000.0):
-        mlb.die(PROG, "--llama2c-out needs --arch llama and a shape with plain RoPE "
-                "(theta 10000): llama2.c has no sliding window and no rope scaling")
+        mlb.die(
+            PROG,
+            "--llama2c-out needs --arch llama and a shape with plain RoPE "
+            "(theta 10000): llama2.c has no sliding window and no rope scaling",
+        )
     tok_dir, tj, tc = load_tokenizer(a.tokenizer or s["tok"])
     n_vocab = max(ctok.vocab_size(tj), s.get("vocab", 0))
     bos, eos = ctok.special_id(tj, tc, "bos_token"), ctok.special_id(tj, tc, "eos_token")
-    eos_list = [eos] + [i for t, i in ctok.token_ids(tj).items()
-                        if t in ("<|eot_id|>", "<|endoftext|>") and i != eos]
-    gen_cfg = {"bos_token_id": bos, "eos_token_id": eos_list if len(eos_list) > 1 else eos,
-               "do_sample": False}
+    eos_list = [eos] + [
+        i
+        for t, i in ctok.token_ids(tj).items()
+        if t in ("<|eot_id|>", "<|endoftext|>") and i != eos
+    ]
+    gen_cfg = {
+        "bos_token_id": bos,
+        "eos_token_id": eos_list if len(eos_list) > 1 else eos,
+        "do_sample": False,
+    }
     specs = tensor_specs(s, n_vocab, a.arch)
-    write_checkpoint(a.out, make_config(a.arch, s, n_vocab, bos, eos, a.dtype), gen_cfg, tok_dir,
-                     specs, a.seed, a.dtype)
+    write_checkpoint(
+        a.out,
+        make_config(a.arch, s, n_vocab, bos, eos, a.dtype),
+        gen_cfg,
+        tok_dir,
+        specs,
+        a.seed,
+        a.dtype,
+    )
     if a.llama2c_out:
         try:
             write_llama2c(a.llama2c_out, s, specs, a.seed, a.dtype, n_vocab)

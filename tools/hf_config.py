@@ -20,6 +20,7 @@ class ConvertError(Exception):
 
 # ---------------------------------------------------------------- rope (modeling_rope_utils)
 
+
 def rope_params(cfg: dict[str, Any]) -> tuple[float, dict[str, Any]]:
     """(rope_theta, scaling dict). As RotaryEmbeddingConfigMixin: a non-empty rope_scaling wins
     over rope_parameters; rope_theta inside the dict wins over the top-level one."""
@@ -40,16 +41,23 @@ def rope_type(scaling: dict[str, Any]) -> str:
     return scaling.get("rope_type", scaling.get("type", "default")) if scaling else "default"
 
 
-def _yarn(inv: np.ndarray, base: float, dim: int, sc: dict[str, Any], cfg: dict[str, Any]) -> tuple[np.ndarray, float]:
+def _yarn(
+    inv: np.ndarray, base: float, dim: int, sc: dict[str, Any], cfg: dict[str, Any]
+) -> tuple[np.ndarray, float]:
     # transformers v5: the pretraining context is a top-level original_max_position_embeddings
     # if the config has one, else the dict's, else max_position_embeddings; an absent factor is
     # the ratio of the two contexts (an explicit factor is kept even when they disagree).
     max_pos = int(cfg["max_position_embeddings"])
-    orig = int(cfg.get("original_max_position_embeddings") or sc.get("original_max_position_embeddings") or max_pos)
+    orig = int(
+        cfg.get("original_max_position_embeddings")
+        or sc.get("original_max_position_embeddings")
+        or max_pos
+    )
     factor = float(sc["factor"]) if sc.get("factor") is not None else max_pos / orig
 
     def mscale(scale: float, m: float = 1.0) -> float:
         return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
     attn = sc.get("attention_factor")
     if attn is None:
         m, mad = sc.get("mscale"), sc.get("mscale_all_dim")
@@ -58,6 +66,7 @@ def _yarn(inv: np.ndarray, base: float, dim: int, sc: dict[str, Any], cfg: dict[
 
     def corr_dim(rot: float) -> float:
         return dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+
     low, high = corr_dim(beta_fast), corr_dim(beta_slow)
     if sc.get("truncate", True):
         low, high = math.floor(low), math.ceil(high)
@@ -70,7 +79,11 @@ def _yarn(inv: np.ndarray, base: float, dim: int, sc: dict[str, Any], cfg: dict[
 
 
 def _llama3(inv: np.ndarray, sc: dict[str, Any]) -> np.ndarray:
-    factor, lo, hi = float(sc["factor"]), float(sc["low_freq_factor"]), float(sc["high_freq_factor"])
+    factor, lo, hi = (
+        float(sc["factor"]),
+        float(sc["low_freq_factor"]),
+        float(sc["high_freq_factor"]),
+    )
     old = float(sc["original_max_position_embeddings"])
     wavelen = 2 * math.pi / inv
     out = np.where(wavelen > old / lo, inv / factor, inv)
@@ -84,8 +97,10 @@ def compute_rope(cfg: dict[str, Any], head_dim: int) -> tuple[list[float], float
     """Inverse frequencies [head_dim/2] with rope scaling applied, and the attention factor."""
     base, sc = rope_params(cfg)
     kind = rope_type(sc)
-    for where, v in (("partial_rotary_factor", cfg.get("partial_rotary_factor")),
-                     ("rope_parameters.partial_rotary_factor", sc.get("partial_rotary_factor"))):
+    for where, v in (
+        ("partial_rotary_factor", cfg.get("partial_rotary_factor")),
+        ("rope_parameters.partial_rotary_factor", sc.get("partial_rotary_factor")),
+    ):
         if v is not None and float(v) != 1.0:
             raise ConvertError(f"config.json: {where} {v} (partial rotary) is not supported")
     inv = 1.0 / base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
@@ -97,15 +112,23 @@ def compute_rope(cfg: dict[str, Any], head_dim: int) -> tuple[list[float], float
     elif kind == "yarn":
         inv, attn = _yarn(inv, base, head_dim, sc, cfg)
     elif kind != "default":
-        raise ConvertError(f"config.json: rope_scaling.rope_type '{kind}' is not supported "
-                           f"({', '.join(ROPE_TYPES)})")
+        raise ConvertError(
+            f"config.json: rope_scaling.rope_type '{kind}' is not supported "
+            f"({', '.join(ROPE_TYPES)})"
+        )
     return [float(v) for v in inv], attn
 
 
 # ---------------------------------------------------------------- config
 
-def text_part(cfg: dict[str, Any], classes: dict[str, str], wrapper: str, text_type: str,
-              defaults: dict[str, Any]) -> dict[str, Any]:
+
+def text_part(
+    cfg: dict[str, Any],
+    classes: dict[str, str],
+    wrapper: str,
+    text_type: str,
+    defaults: dict[str, Any],
+) -> dict[str, Any]:
     """The language model's config of a checkpoint whose model_type is a key of `classes` (the
     transformers class each must name in `architectures`), with the class defaults filled in.
     The image-text type `wrapper` keeps it under text_config (whose model_type must be
@@ -113,15 +136,19 @@ def text_part(cfg: dict[str, Any], classes: dict[str, str], wrapper: str, text_t
     mt = cfg.get("model_type")
     archs = cfg.get("architectures") or [classes[mt]]
     if archs != [classes[mt]]:
-        raise ConvertError(f"config.json: architectures {archs} is not supported for model_type {mt} "
-                           f"({classes[mt]})")
+        raise ConvertError(
+            f"config.json: architectures {archs} is not supported for model_type {mt} "
+            f"({classes[mt]})"
+        )
     text, where, src = dict(defaults), "", cfg
     if mt == wrapper:
         src, where = cfg.get("text_config") or {}, "text_config."
         if not isinstance(src, dict):
             raise ConvertError("config.json: text_config is not an object")
         if src.get("model_type", text_type) != text_type:
-            raise ConvertError(f"config.json: text_config.model_type '{src.get('model_type')}' is not {text_type}")
+            raise ConvertError(
+                f"config.json: text_config.model_type '{src.get('model_type')}' is not {text_type}"
+            )
     text.update(src)
     text["_where"] = where
     return text

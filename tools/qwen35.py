@@ -36,11 +36,25 @@ from hf_config import ConvertError, attention_shape, first_ids, merged_ids
 
 MODEL_TYPES = {"qwen3_5": "Qwen3_5ForConditionalGeneration", "qwen3_5_text": "Qwen3_5ForCausalLM"}
 # Qwen3_5TextConfig class defaults for the keys read here.
-DEFAULTS = dict(vocab_size=248320, hidden_size=4096, intermediate_size=12288, num_hidden_layers=32,
-                num_attention_heads=16, num_key_value_heads=4, hidden_act="silu",
-                max_position_embeddings=32768, rms_norm_eps=1e-6, tie_word_embeddings=False,
-                attention_bias=False, head_dim=256, linear_conv_kernel_dim=4, linear_key_head_dim=128,
-                linear_value_head_dim=128, linear_num_key_heads=16, linear_num_value_heads=32)
+DEFAULTS = dict(
+    vocab_size=248320,
+    hidden_size=4096,
+    intermediate_size=12288,
+    num_hidden_layers=32,
+    num_attention_heads=16,
+    num_key_value_heads=4,
+    hidden_act="silu",
+    max_position_embeddings=32768,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=False,
+    attention_bias=False,
+    head_dim=256,
+    linear_conv_kernel_dim=4,
+    linear_key_head_dim=128,
+    linear_value_head_dim=128,
+    linear_num_key_heads=16,
+    linear_num_value_heads=32,
+)
 SKIP_PREFIXES = ("model.visual.", "visual.", "mtp.", "model.mtp.")
 LINEAR, FULL = "linear_attention", "full_attention"
 
@@ -48,15 +62,21 @@ LINEAR, FULL = "linear_attention", "full_attention"
 def _check_features(text: dict[str, Any]) -> None:
     w = text["_where"]
     if text.get("hidden_act", "silu") != "silu":
-        raise ConvertError(f"config.json: {w}hidden_act '{text['hidden_act']}' is not supported (silu)")
+        raise ConvertError(
+            f"config.json: {w}hidden_act '{text['hidden_act']}' is not supported (silu)"
+        )
     if text.get("attention_bias"):
         raise ConvertError(f"config.json: {w}attention_bias true is not supported")
     if text.get("attn_output_gate") is False:
-        raise ConvertError(f"config.json: {w}attn_output_gate false is not supported (Qwen3.5 always gates)")
+        raise ConvertError(
+            f"config.json: {w}attn_output_gate false is not supported (Qwen3.5 always gates)"
+        )
     for moe in ("num_experts", "num_experts_per_tok", "moe_intermediate_size"):
         if text.get(moe):
-            raise ConvertError(f"config.json: {w}{moe} is set: Qwen3.5 MoE checkpoints are not supported "
-                               "(dense only)")
+            raise ConvertError(
+                f"config.json: {w}{moe} is set: Qwen3.5 MoE checkpoints are not supported "
+                "(dense only)"
+            )
 
 
 def layer_types(text: dict[str, Any], n: int) -> list[str]:
@@ -65,11 +85,15 @@ def layer_types(text: dict[str, Any], n: int) -> list[str]:
         every = int(text.get("full_attention_interval") or 4)
         types = [FULL if (i + 1) % every == 0 else LINEAR for i in range(n)]
     if not isinstance(types, list) or len(types) != n:
-        raise ConvertError(f"config.json: {text['_where']}layer_types must have num_hidden_layers ({n}) entries")
+        raise ConvertError(
+            f"config.json: {text['_where']}layer_types must have num_hidden_layers ({n}) entries"
+        )
     for i, t in enumerate(types):
         if t not in (LINEAR, FULL):
-            raise ConvertError(f"config.json: {text['_where']}layer_types[{i}] '{t}' is not supported "
-                               f"({LINEAR}, {FULL})")
+            raise ConvertError(
+                f"config.json: {text['_where']}layer_types[{i}] '{t}' is not supported "
+                f"({LINEAR}, {FULL})"
+            )
     return types
 
 
@@ -82,13 +106,17 @@ def rope(text: dict[str, Any], head_dim: int) -> tuple[list[float], int]:
         raise ConvertError(f"config.json: {w}rope_parameters is not an object")
     kind = rp.get("rope_type", rp.get("type", "default"))
     if kind != "default":
-        raise ConvertError(f"config.json: {w}rope_parameters.rope_type '{kind}' is not supported (default)")
+        raise ConvertError(
+            f"config.json: {w}rope_parameters.rope_type '{kind}' is not supported (default)"
+        )
     theta = float(rp.get("rope_theta") or text.get("rope_theta") or 10000.0)
     prf = rp.get("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))
     rot = int(head_dim * float(prf))
     if rot <= 0 or rot % 2 or rot > head_dim:
-        raise ConvertError(f"config.json: {w}partial_rotary_factor {prf} gives {rot} rotary dims of "
-                           f"head_dim {head_dim} (need an even count in 2..head_dim)")
+        raise ConvertError(
+            f"config.json: {w}partial_rotary_factor {prf} gives {rot} rotary dims of "
+            f"head_dim {head_dim} (need an even count in 2..head_dim)"
+        )
     inv = 1.0 / theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot)
     # transformers builds inv_freq in float32: keep those values
     return [float(np.float32(v)) for v in inv], rot
@@ -104,48 +132,81 @@ class Qwen35Family(Family):
     layouts_text = "model.language_model. or model."
 
     def skip_note(self, n: int) -> str:
-        return (f"skipping {n} tensors of the vision tower and the multi-token-prediction head "
-                "(model.visual.*, mtp.*); the .mlb holds the language model only")
+        return (
+            f"skipping {n} tensors of the vision tower and the multi-token-prediction head "
+            "(model.visual.*, mtp.*); the .mlb holds the language model only"
+        )
 
-    def normalize_config(self, cfg: dict[str, Any], gen_cfg: dict[str, Any], tok_json: dict[str, Any],
-                         tok_cfg: dict[str, Any]) -> dict[str, Any]:
+    def normalize_config(
+        self,
+        cfg: dict[str, Any],
+        gen_cfg: dict[str, Any],
+        tok_json: dict[str, Any],
+        tok_cfg: dict[str, Any],
+    ) -> dict[str, Any]:
         """docs/format.md's config keys from a Qwen3.5 config.json."""
         text = self.text_config(cfg)
         _check_features(text)
         w = text["_where"]
-        dim, nh, nkv, hd = attention_shape(text, w, even=False)   # partial rotary: rope() checks
+        dim, nh, nkv, hd = attention_shape(text, w, even=False)  # partial rotary: rope() checks
         n = int(text["num_hidden_layers"])
         types = layer_types(text, n)
         freqs, rot = rope(text, hd)
         nk, nv = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
         if nv % nk:
-            raise ConvertError(f"config.json: {w}linear_num_value_heads {nv} is not a multiple of "
-                               f"linear_num_key_heads {nk}")
+            raise ConvertError(
+                f"config.json: {w}linear_num_value_heads {nv} is not a multiple of "
+                f"linear_num_key_heads {nk}"
+            )
         raw = self.raw_text(cfg)
-        bos = first_ids(cfg.get("bos_token_id"), raw.get("bos_token_id"), gen_cfg.get("bos_token_id"))
-        eos = merged_ids(cfg.get("eos_token_id"), raw.get("eos_token_id"), gen_cfg.get("eos_token_id"))
+        bos = first_ids(
+            cfg.get("bos_token_id"), raw.get("bos_token_id"), gen_cfg.get("bos_token_id")
+        )
+        eos = merged_ids(
+            cfg.get("eos_token_id"), raw.get("eos_token_id"), gen_cfg.get("eos_token_id")
+        )
         tok_eos = ctok.special_id(tok_json, tok_cfg, "eos_token")
         if tok_eos >= 0 and tok_eos not in eos:
             eos.append(tok_eos)
         n_vocab = int(text["vocab_size"])
-        if any(e >= n_vocab for e in eos):   # a cut-down embedding (test checkpoints) cannot emit them
-            print(f"convert: end-of-sequence ids {[e for e in eos if e >= n_vocab]} lie past the "
-                  f"embedding's {n_vocab} rows and are dropped", file=sys.stderr)
+        if any(
+            e >= n_vocab for e in eos
+        ):  # a cut-down embedding (test checkpoints) cannot emit them
+            print(
+                f"convert: end-of-sequence ids {[e for e in eos if e >= n_vocab]} lie past the "
+                f"embedding's {n_vocab} rows and are dropped",
+                file=sys.stderr,
+            )
             eos = [e for e in eos if e < n_vocab]
         tied = bool(text.get("tie_word_embeddings", False))
         if cfg.get("model_type") == "qwen3_5":
             tied = bool(cfg.get("tie_word_embeddings", tied))
         return {
-            "arch": "qwen3_5", "n_vocab": n_vocab, "dim": dim, "n_layers": n,
-            "n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "ffn_dim": int(text["intermediate_size"]),
-            "norm_eps": float(text.get("rms_norm_eps") or 1e-6), "rope_freqs": freqs, "rope_dim": rot,
-            "max_ctx": int(text["max_position_embeddings"]), "sliding_window": 0, "tie_embeddings": tied,
-            "bos_id": bos[0] if bos else -1, "eos_ids": eos,
+            "arch": "qwen3_5",
+            "n_vocab": n_vocab,
+            "dim": dim,
+            "n_layers": n,
+            "n_heads": nh,
+            "n_kv_heads": nkv,
+            "head_dim": hd,
+            "ffn_dim": int(text["intermediate_size"]),
+            "norm_eps": float(text.get("rms_norm_eps") or 1e-6),
+            "rope_freqs": freqs,
+            "rope_dim": rot,
+            "max_ctx": int(text["max_position_embeddings"]),
+            "sliding_window": 0,
+            "tie_embeddings": tied,
+            "bos_id": bos[0] if bos else -1,
+            "eos_ids": eos,
             "chat_template": ctok.guess_chat_template(tok_json, tok_cfg),
-            "qk_norm": True, "attn_gate": True,
+            "qk_norm": True,
+            "attn_gate": True,
             "layer_linear": [t == LINEAR for t in types],
-            "lin_k_heads": nk, "lin_v_heads": nv, "lin_k_dim": int(text["linear_key_head_dim"]),
-            "lin_v_dim": int(text["linear_value_head_dim"]), "lin_conv": int(text["linear_conv_kernel_dim"]),
+            "lin_k_heads": nk,
+            "lin_v_heads": nv,
+            "lin_k_dim": int(text["linear_key_head_dim"]),
+            "lin_v_dim": int(text["linear_value_head_dim"]),
+            "lin_conv": int(text["linear_conv_kernel_dim"]),
         }
 
     def layer_plan(self, c: dict[str, Any], i: int, p: str, h: str) -> Plan:
@@ -158,24 +219,28 @@ class Qwen35Family(Family):
         plan = [(p + "attn_norm", h + "input_layernorm.weight", "norm", (d,))]
         if c["layer_linear"][i]:
             a = h + "linear_attn."
-            plan += [(p + "ssm_qkv", a + "in_proj_qkv.weight", "ssm_in", (conv, d)),
-                     (p + "ssm_z", a + "in_proj_z.weight", "ssm_in", (vd, d)),
-                     (p + "ssm_beta", a + "in_proj_b.weight", "ssm_ab", (nv, d)),
-                     (p + "ssm_alpha", a + "in_proj_a.weight", "ssm_ab", (nv, d)),
-                     (p + "ssm_conv", a + "conv1d.weight", "norm", (conv, c["lin_conv"])),
-                     (p + "ssm_dt_bias", a + "dt_bias", "norm", (nv,)),
-                     (p + "ssm_a", a + "A_log", "norm", (nv,)),
-                     (p + "ssm_norm", a + "norm.weight", "norm", (c["lin_v_dim"],)),
-                     (p + "ssm_out", a + "out_proj.weight", "ssm_out", (d, vd))]
+            plan += [
+                (p + "ssm_qkv", a + "in_proj_qkv.weight", "ssm_in", (conv, d)),
+                (p + "ssm_z", a + "in_proj_z.weight", "ssm_in", (vd, d)),
+                (p + "ssm_beta", a + "in_proj_b.weight", "ssm_ab", (nv, d)),
+                (p + "ssm_alpha", a + "in_proj_a.weight", "ssm_ab", (nv, d)),
+                (p + "ssm_conv", a + "conv1d.weight", "norm", (conv, c["lin_conv"])),
+                (p + "ssm_dt_bias", a + "dt_bias", "norm", (nv,)),
+                (p + "ssm_a", a + "A_log", "norm", (nv,)),
+                (p + "ssm_norm", a + "norm.weight", "norm", (c["lin_v_dim"],)),
+                (p + "ssm_out", a + "out_proj.weight", "ssm_out", (d, vd)),
+            ]
         else:
             s = h + "self_attn."
-            plan += [(p + "attn_q", s + "q_proj.weight#query", "q", (qd, d)),
-                     (p + "attn_gate", s + "q_proj.weight#gate", "q", (qd, d)),
-                     (p + "attn_k", s + "k_proj.weight", "k", (kvd, d)),
-                     (p + "attn_v", s + "v_proj.weight", "v", (kvd, d)),
-                     (p + "attn_q_norm", s + "q_norm.weight", "norm", (hd,)),
-                     (p + "attn_k_norm", s + "k_norm.weight", "norm", (hd,)),
-                     (p + "attn_output", s + "o_proj.weight", "o", (d, qd))]
+            plan += [
+                (p + "attn_q", s + "q_proj.weight#query", "q", (qd, d)),
+                (p + "attn_gate", s + "q_proj.weight#gate", "q", (qd, d)),
+                (p + "attn_k", s + "k_proj.weight", "k", (kvd, d)),
+                (p + "attn_v", s + "v_proj.weight", "v", (kvd, d)),
+                (p + "attn_q_norm", s + "q_norm.weight", "norm", (hd,)),
+                (p + "attn_k_norm", s + "k_norm.weight", "norm", (hd,)),
+                (p + "attn_output", s + "o_proj.weight", "o", (d, qd)),
+            ]
         plan.append((p + "ffn_norm", h + "post_attention_layernorm.weight", "norm", (d,)))
         return plan + mlp_plan(p, h, d, f)
 
@@ -194,8 +259,12 @@ class Qwen35Family(Family):
     def getter(self, ck: st.Checkpoint, plan: Plan, c: dict[str, Any]) -> Getter:
         """Tensor getter applying the stored forms: 1 + w for zero-centered norms, the q_proj
         halves, the conv kernel without its channel axis, and -exp(A_log)."""
-        plus_one = {hf for name, hf, cls, _ in plan
-                    if cls == "norm" and name.endswith(("attn_norm", "ffn_norm", "output_norm", "q_norm", "k_norm"))}
+        plus_one = {
+            hf
+            for name, hf, cls, _ in plan
+            if cls == "norm"
+            and name.endswith(("attn_norm", "ffn_norm", "output_norm", "q_norm", "k_norm"))
+        }
         hd = c["head_dim"]
 
         def get(hf: str, rows: slice) -> np.ndarray:
@@ -210,6 +279,7 @@ class Qwen35Family(Family):
             if hf.endswith("A_log"):
                 return -np.exp(x.astype(np.float32))
             return np.float32(1.0) + x.astype(np.float32) if hf in plus_one else x
+
         return get
 
 

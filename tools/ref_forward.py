@@ -62,7 +62,7 @@ def layer_schedule(cfg: dict[str, Any]) -> tuple[list[int], list[bool]]:
     use_rope = [True] * n
     if mt == "smollm3":
         flags = cfg.get("no_rope_layers")
-        if flags is None:      # a 1 means "uses RoPE"; every interval-th layer is NoPE
+        if flags is None:  # a 1 means "uses RoPE"; every interval-th layer is NoPE
             every = cfg.get("no_rope_layer_interval") or 4
             flags = [int((i + 1) % every != 0) for i in range(n)]
         use_rope = [flags[i] == 1 for i in range(n)]
@@ -70,16 +70,22 @@ def layer_schedule(cfg: dict[str, Any]) -> tuple[list[int], list[bool]]:
     kinds = cfg.get("layer_types")
     if kinds is None:
         if mt == "smollm3":
-            kinds = ["sliding_attention" if window is not None and not use_rope[i] else "full_attention"
-                     for i in range(n)]
+            kinds = [
+                "sliding_attention" if window is not None and not use_rope[i] else "full_attention"
+                for i in range(n)
+            ]
         else:
             first = cfg.get("max_window_layers", 28)
-            kinds = ["sliding_attention" if window is not None and i >= first else "full_attention"
-                     for i in range(n)]
+            kinds = [
+                "sliding_attention" if window is not None and i >= first else "full_attention"
+                for i in range(n)
+            ]
     windows = []
     for i in range(n):
         if kinds[i] == "sliding_attention" and not window:
-            raise ValueError(f"layer {i} is sliding_attention without use_sliding_window/sliding_window")
+            raise ValueError(
+                f"layer {i} is sliding_attention without use_sliding_window/sliding_window"
+            )
         windows.append(window if kinds[i] == "sliding_attention" else 0)
     return windows, use_rope
 
@@ -155,22 +161,39 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tokens", required=True, help="comma-separated token ids")
     p.add_argument("--out", help="write logits [n_tokens, vocab] float32 .npy")
     p.add_argument("--f64", action="store_true", help="compute in float64")
-    p.add_argument("--quantized-weights", choices=["f16", "q8_0", "q4_0"],
-                   help="round-trip the weight matrices through this type first")
+    p.add_argument(
+        "--quantized-weights",
+        choices=["f16", "q8_0", "q4_0"],
+        help="round-trip the weight matrices through this type first",
+    )
     p.add_argument("--q8", default="embd,output", help="with q4_0: classes kept in q8_0")
-    p.add_argument("--q4-rule", choices=["fit", "round"], default=None,
-                   help="default: convert.py's (round for Gemma 3, fit otherwise)")
-    p.add_argument("--act-quant", action="store_true",
-                   help="with --quantized-weights q8_0/q4_0: also round the inputs of quantized "
-                        "matmuls to 8 bits per block of 32, as the runtime's dot products do "
-                        "(Qwen3.5 only)")
+    p.add_argument(
+        "--q4-rule",
+        choices=["fit", "round"],
+        default=None,
+        help="default: convert.py's (round for Gemma 3, fit otherwise)",
+    )
+    p.add_argument(
+        "--act-quant",
+        action="store_true",
+        help="with --quantized-weights q8_0/q4_0: also round the inputs of quantized "
+        "matmuls to 8 bits per block of 32, as the runtime's dot products do "
+        "(Qwen3.5 only)",
+    )
     p.add_argument("--top", type=int, default=5, help="top tokens to print per position")
     a = p.parse_args(argv)
     try:
         tokens = [int(t) for t in a.tokens.split(",") if t.strip()]
         q8 = {c.strip() for c in a.q8.split(",") if c.strip()}
-        logits = forward(a.hf_dir, tokens, np.float64 if a.f64 else np.float32,
-                         a.quantized_weights, q8, a.q4_rule, a.act_quant)
+        logits = forward(
+            a.hf_dir,
+            tokens,
+            np.float64 if a.f64 else np.float32,
+            a.quantized_weights,
+            q8,
+            a.q4_rule,
+            a.act_quant,
+        )
     except (OSError, ValueError, KeyError, st.SafetensorsError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(2)

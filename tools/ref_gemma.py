@@ -43,14 +43,36 @@ from ref_common import (  # noqa: E402
 
 MODEL_TYPES = ("gemma2", "gemma3_text", "gemma3")
 # Config class defaults (Gemma2Config, Gemma3TextConfig) for the keys read here.
-G2 = dict(head_dim=256, rms_norm_eps=1e-6, rope_theta=10000.0, query_pre_attn_scalar=256,
-          sliding_window=4096, final_logit_softcapping=30.0, attn_logit_softcapping=50.0,
-          tie_word_embeddings=True, max_position_embeddings=8192, num_attention_heads=8,
-          num_key_value_heads=4, vocab_size=256000)
-G3 = dict(head_dim=256, rms_norm_eps=1e-6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
-          query_pre_attn_scalar=256, sliding_window=4096, final_logit_softcapping=None,
-          attn_logit_softcapping=None, tie_word_embeddings=True, max_position_embeddings=131072,
-          num_attention_heads=8, num_key_value_heads=4, vocab_size=262208, sliding_window_pattern=6)
+G2 = dict(
+    head_dim=256,
+    rms_norm_eps=1e-6,
+    rope_theta=10000.0,
+    query_pre_attn_scalar=256,
+    sliding_window=4096,
+    final_logit_softcapping=30.0,
+    attn_logit_softcapping=50.0,
+    tie_word_embeddings=True,
+    max_position_embeddings=8192,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+    vocab_size=256000,
+)
+G3 = dict(
+    head_dim=256,
+    rms_norm_eps=1e-6,
+    rope_theta=1000000.0,
+    rope_local_base_freq=10000.0,
+    query_pre_attn_scalar=256,
+    sliding_window=4096,
+    final_logit_softcapping=None,
+    attn_logit_softcapping=None,
+    tie_word_embeddings=True,
+    max_position_embeddings=131072,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+    vocab_size=262208,
+    sliding_window_pattern=6,
+)
 
 
 def text_cfg(cfg: dict[str, Any]) -> dict[str, Any]:

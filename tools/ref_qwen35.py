@@ -68,7 +68,9 @@ def forward(
     quant.act_round_trip, as the runtime's 8-bit dot products see them."""
     cfg = _text(load_config(d))
     W = Weights(d, dt, qtype, q8, q4_rule or "fit")
-    base = "model.language_model." if W.has("model.language_model.embed_tokens.weight") else "model."
+    base = (
+        "model.language_model." if W.has("model.language_model.embed_tokens.weight") else "model."
+    )
 
     def mm(x: np.ndarray, name: str, w: np.ndarray | None = None) -> np.ndarray:
         """x W^T for the weight `name` (or its already loaded matrix w)."""
@@ -90,7 +92,9 @@ def forward(
     T = len(tokens)
     inv = 1.0 / theta ** (np.arange(0, rot, 2, dtype=np.int64).astype(np.float32) / rot)
     inv = inv.astype(np.float32)
-    ang = np.outer(np.arange(T, dtype=np.float32), inv).astype(np.float32)  # float32 as transformers
+    ang = np.outer(np.arange(T, dtype=np.float32), inv).astype(
+        np.float32
+    )  # float32 as transformers
     cos, sin = cos_sin(ang, dt)
 
     def norm1(x: np.ndarray, w: np.ndarray) -> np.ndarray:  # zero-centered: (1 + w)
@@ -133,8 +137,9 @@ def forward(
     return logits
 
 
-def gated_delta_recurrent(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray,
-                          beta: np.ndarray) -> np.ndarray:
+def gated_delta_recurrent(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, beta: np.ndarray
+) -> np.ndarray:
     """q, k [T, H, dk] (normalized, q scaled), v [T, H, dv], g, beta [T, H] -> o [T, H, dv], from a
     zero state, one token at a time (torch_recurrent_gated_delta_rule)."""
     T, H, dk = k.shape

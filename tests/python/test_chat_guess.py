@@ -41,10 +41,14 @@ class Qwen35Guess(unittest.TestCase):
         self.assertNotEqual(closed, QWEN35)
         self.assertEqual(ctok.guess_chat_template(PLAIN, {"chat_template": closed}), "qwen3")
 
-    @unittest.skipUnless(os.path.isfile(os.path.join(TOKS, "qwen3", "tokenizer_config.json")),
-                         "run scripts/fetch_tokenizers.sh")
+    @unittest.skipUnless(
+        os.path.isfile(os.path.join(TOKS, "qwen3", "tokenizer_config.json")),
+        "run scripts/fetch_tokenizers.sh",
+    )
     def test_qwen3_stays_qwen3(self):
-        self.assertEqual(ctok.guess_chat_template(PLAIN, {"chat_template": _qwen3_template()}), "qwen3")
+        self.assertEqual(
+            ctok.guess_chat_template(PLAIN, {"chat_template": _qwen3_template()}), "qwen3"
+        )
 
     def test_chat_template_jinja_file(self):
         with tempfile.TemporaryDirectory() as d:
@@ -64,8 +68,10 @@ class Qwen35Guess(unittest.TestCase):
                 f.write(raw)
             self.assertEqual(ctok.read_tokenizer_files(d)["tokenizer_config.json"], raw)
 
-    @unittest.skipUnless(os.path.isfile(os.path.join(TOKS, "qwen3_5", "tokenizer.json")),
-                         "run scripts/fetch_tokenizers.sh")
+    @unittest.skipUnless(
+        os.path.isfile(os.path.join(TOKS, "qwen3_5", "tokenizer.json")),
+        "run scripts/fetch_tokenizers.sh",
+    )
     def test_derived_tokenizer(self):
         files = ctok.read_tokenizer_files(os.path.join(TOKS, "qwen3_5"))
         tj, tc = json.loads(files["tokenizer.json"]), json.loads(files["tokenizer_config.json"])
