@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Convert a Hugging Face Llama/Mistral/Qwen2/Qwen3/Qwen3.5/SmolLM3/Gemma checkpoint (or a llama2.c one) to .mlb.
+"""Convert a Hugging Face checkpoint (or a llama2.c one) to .mlb.
+
+Families: Llama/Mistral/Qwen2/Qwen3/SmolLM2/SmolLM3 (llama.py), Gemma 2/3 (gemma.py), Qwen3.5
+(qwen35.py): family.py's Family subclasses, in FAMILIES.
 
 Usage:
-  tools/convert.py HF_DIR -o OUT.mlb [--quant f32|f16|q8_0|q4_0] [--q8 CLASSES] [--q4-rule fit|round]
+  tools/convert.py HF_DIR -o OUT.mlb [--quant f32|f16|q8_0|q4_0] [--q8 CLASSES]
+                   [--q4-rule fit|round]
   tools/convert.py llama2c CKPT.bin TOKDIR -o OUT.mlb [same options]
 
-The config is normalized into docs/format.md's keys by hf_config.py (rope inverse frequencies
-computed with the checkpoint's rope scaling, following transformers' modeling_rope_utils). Tensors are
-streamed one at a time and a block of rows at a time, so memory stays near one tensor.
+The family normalizes the config into docs/format.md's keys (rope inverse frequencies computed
+with the checkpoint's rope scaling by hf_config.py, following transformers'
+modeling_rope_utils). Tensors are streamed one at a time and a block of rows at a time, so
+memory stays near one tensor.
 """
 from __future__ import annotations
 
@@ -143,7 +148,8 @@ def write_mlb(
         )
     w.close()
     print(
-        f"convert: wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB) in {time.time() - t_all:.1f} s",
+        f"convert: wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB) "
+        f"in {time.time() - t_all:.1f} s",
         file=sys.stderr,
     )
     print(f"convert: {chat_template_note(c, tok_files)}", file=sys.stderr)

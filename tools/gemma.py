@@ -4,7 +4,8 @@ Families (transformers models/gemma2, models/gemma3):
 - gemma2       Gemma2ForCausalLM. Layer i slides when layer_types[i] == "sliding_attention";
                without layer_types the even layers slide (Gemma2Config: (i + 1) % 2 != 0).
                attn_logit_softcapping (default 50) caps scores as cap*tanh(s/cap) before the mask,
-               final_logit_softcapping (default 30) caps the logits; an explicit null turns a cap off.
+               final_logit_softcapping (default 30) caps the logits; an explicit null turns a cap
+               off.
 - gemma3_text  Gemma3ForCausalLM (the 1B checkpoint). Without layer_types, layer i slides when
                (i + 1) % sliding_window_pattern != 0 (pattern default 6: every 6th layer is global).
                Sliding layers use default RoPE with rope_local_base_freq (default 1e4); global
@@ -123,7 +124,8 @@ def _check_features(cfg: dict[str, Any], text: dict[str, Any], arch: str) -> Non
     if cfg.get("model_type") == "gemma3" and text.get("final_logit_softcapping") is not None:
         raise ConvertError(
             f"config.json: {w}final_logit_softcapping {text['final_logit_softcapping']} on "
-            "Gemma3ForConditionalGeneration (its forward does not apply it, so its meaning is unclear)"
+            "Gemma3ForConditionalGeneration (its forward does not apply it, so its meaning is "
+            "unclear)"
         )
 
 

@@ -16,7 +16,8 @@ it is what the C++ runtime is compared against.
               q,k = rmsnorm_head(q) * w_qn, rmsnorm_head(k) * w_kn   (Qwen3, over head_dim)
               q,k = q*cos + rotate_half(q)*sin  (cos/sin of pos*inv_freq, times attention factor;
                   skipped on SmolLM3's NoPE layers)
-              a = softmax(q k^T / sqrt(head_dim) + causal/sliding mask) v  (GQA: kv head = h // group)
+              a = softmax(q k^T / sqrt(head_dim) + causal/sliding mask) v
+                  (GQA: kv head = h // group)
               h += a Wo^T;  x = rmsnorm(h) * w_ffn;  h += (silu(x Wg^T) * (x Wu^T)) Wd^T
   logits = (rmsnorm(h) * w_norm) W_out^T  (W_out = embed when tied)
 rmsnorm(x) = x / sqrt(mean(x^2) + eps). A sliding window masks key j for query i when

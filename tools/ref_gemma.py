@@ -4,20 +4,24 @@ modeling_gemma2.py / modeling_gemma3.py / configuration_gemma{2,3}.py, independe
 tools/gemma.py (the converter side); it reads config.json and the safetensors directly.
 
   h = embed[tokens] * float32(sqrt(hidden_size))      (Gemma*ScaledWordEmbedding / normalizer)
-  per layer:  x = gnorm(h, w_in)                      gnorm(x, w) = x / sqrt(mean(x^2) + eps) * (1 + w)
+  per layer:  x = gnorm(h, w_in)                      gnorm(x, w) = x / rms(x) * (1 + w),
+                                                      rms(x) = sqrt(mean(x^2) + eps)
               q, k, v = x Wq^T, x Wk^T, x Wv^T        (per head, head_dim need not be dim/heads)
               Gemma 3: q, k = gnorm(q, w_qn), gnorm(k, w_kn) over head_dim
               q, k = rope(q), rope(k)                 Gemma 3: local layers rope_local_base_freq,
-                                                      default rope; global layers rope_theta + scaling
+                                                      default rope; global layers rope_theta
+                                                      and rope scaling
               s = q k^T * query_pre_attn_scalar^-0.5
               Gemma 2: s = cap * tanh(s / cap)        (attn_logit_softcapping, before the mask)
               a = softmax(s + mask) v;  mask: j <= i, and i - j < sliding_window on sliding layers
               h = h + gnorm(a Wo^T, w_post_attn)
-              x = gnorm(h, w_pre_ffn);  h = h + gnorm((gelu_tanh(x Wg^T) * (x Wu^T)) Wd^T, w_post_ffn)
+              x = gnorm(h, w_pre_ffn)
+              h = h + gnorm((gelu_tanh(x Wg^T) * (x Wu^T)) Wd^T, w_post_ffn)
   logits = gnorm(h, w_norm) W^T (W = embed when tied); Gemma2ForCausalLM / Gemma3ForCausalLM:
   logits = cap * tanh(logits / cap) with final_logit_softcapping. Gemma3ForConditionalGeneration
   applies no final cap and Gemma3Attention no attention cap (transformers passes no softcap there).
-Sliding layers: layer_types, else Gemma 2 even layers, Gemma 3 (i + 1) % sliding_window_pattern != 0.
+Sliding layers: layer_types, else Gemma 2 even layers, Gemma 3 (i + 1) % sliding_window_pattern
+!= 0.
 """
 from __future__ import annotations
 

@@ -14,7 +14,6 @@ import pty
 import re
 import select
 import signal
-import sys
 import tempfile
 import time
 

@@ -485,7 +485,8 @@ def case_badfiles(a) -> None:
                 and word.lower() in lines[0].lower()
             )
             print(
-                f"{'ok' if ok else 'FAIL'}: {name} via {exe}: rc={r.returncode} {r.stderr.strip()!r}"
+                f"{'ok' if ok else 'FAIL'}: {name} via {exe}: "
+                f"rc={r.returncode} {r.stderr.strip()!r}"
             )
             if not ok:
                 failures.append(f"{name}/{exe}")
@@ -498,7 +499,8 @@ def case_badfiles(a) -> None:
         r = run([os.path.join(a.bin, "ml_run"), "-m", mlb(a.work, "llama", "q8_0")] + args)
         ok = r.returncode == 2 and word.lower() in r.stderr.lower()
         print(
-            f"{'ok' if ok else 'FAIL'}: ml_run {' '.join(args)}: rc={r.returncode} {r.stderr.strip()!r}"
+            f"{'ok' if ok else 'FAIL'}: ml_run {' '.join(args)}: "
+            f"rc={r.returncode} {r.stderr.strip()!r}"
         )
         if not ok:
             failures.append(" ".join(args))
@@ -605,19 +607,19 @@ def case_bench(a, model: str) -> None:
         assert x["model_arch"] == meta["config"]["arch"] and x["n_batch"] == 128, x
     # jsonl: the same tests one object a line; csv: the scalar fields, every cell quoted.
     lines = must(bench + common + ["-o", "jsonl"]).stdout.splitlines()
-    assert [json.loads(l)["test"] for l in lines] == [name for _, name in want], lines
+    assert [json.loads(ln)["test"] for ln in lines] == [name for _, name in want], lines
     lines = must(bench + common + ["-o", "csv"]).stdout.splitlines()
     table = list(csv.reader(lines))
     assert table[0] == [k for k, v in rows[0].items() if not isinstance(v, list)], table[0]
     assert [r[table[0].index("test")] for r in table[1:]] == [name for _, name in want], table
     assert all(len(r) == len(table[0]) for r in table), table
     assert all(
-        l.startswith('"') and l.endswith('"') and l.count('","') == len(table[0]) - 1
-        for l in lines[1:]
+        ln.startswith('"') and ln.endswith('"') and ln.count('","') == len(table[0]) - 1
+        for ln in lines[1:]
     ), lines
     # md: llama-bench's columns; the header, the rule and every row have their '|' in one place.
     md = must(bench + ["-p", "8", "-n", "2", "-t", "1", "-r", "2"]).stdout.splitlines()
-    table = [l for l in md if l.startswith("|")]
+    table = [ln for ln in md if ln.startswith("|")]
     assert [c.strip() for c in table[0].strip("|").split("|")] == [
         "model",
         "size",
@@ -627,10 +629,10 @@ def case_bench(a, model: str) -> None:
         "test",
         "t/s",
     ], table
-    bars = [[i for i, ch in enumerate(l) if ch == "|"] for l in table]
+    bars = [[i for i, ch in enumerate(ln) if ch == "|"] for ln in table]
     assert len(table) == 4 and all(b == bars[0] for b in bars), table
     assert "pp8" in table[2] and "tg2" in table[3] and " ± " in table[2], table
-    assert any(l.startswith("build: ml_bench ") for l in md), md
+    assert any(ln.startswith("build: ml_bench ") for ln in md), md
     # A test longer than the context is shortened to fit and says so (where the context is small
     # enough to fill: the depth is evaluated before each repetition).
     ctx = meta["config"]["max_ctx"]
@@ -651,7 +653,7 @@ def case_bench(a, model: str) -> None:
         (["-d", str(ctx)], "context"),
     ):
         r = run(bench + args)
-        lines = [l for l in r.stderr.splitlines() if "loaded in" not in l]
+        lines = [ln for ln in r.stderr.splitlines() if "loaded in" not in ln]
         assert (
             r.returncode == 2
             and len(lines) == 1
@@ -714,14 +716,18 @@ def case_info(a, model: str) -> None:
     # The readable dump: every tensor on a line with its dtype and shape, the chat template.
     text = must([tok, "info", path]).stdout
     rows = {
-        l.split()[1]: l for l in text.splitlines() if len(l.split()) > 5 and l.split()[0].isdigit()
+        ln.split()[1]: ln
+        for ln in text.splitlines()
+        if len(ln.split()) > 5 and ln.split()[0].isdigit()
     }
     for name, dtype, shape, offset, size in want:
-        l = rows[name]
-        assert f" {dtype} " in l and f"[{', '.join(map(str, shape))}]" in l, l
-        assert l.split()[-2:] == [str(size), str(offset)], l
+        ln = rows[name]
+        assert f" {dtype} " in ln and f"[{', '.join(map(str, shape))}]" in ln, ln
+        assert ln.split()[-2:] == [str(size), str(offset)], ln
     tmpl = meta["config"]["chat_template"] or "none recorded"
-    assert any(l.split(None, 1) == ["chat_template", tmpl] for l in text.splitlines()), text[:2000]
+    assert any(ln.split(None, 1) == ["chat_template", tmpl] for ln in text.splitlines()), text[
+        :2000
+    ]
     # The other order (ml_tok FILE info) and a tokenizer file.
     assert must([tok, path, "info", "--json"]).stdout == must([tok, "info", path, "--json"]).stdout
     mlt = os.path.join(a.work, f"{model}-info.mlt")
@@ -787,7 +793,7 @@ def case_tok(a, model: str) -> None:
     # character), so read bytes; byte-level pieces without the special tokens spell the text.
     for special, want_ids in (([], ids), (["--no-special"], None)):
         r = subprocess.run(tok + ["encode", "--show-pieces", *special, text], capture_output=True)
-        rows = [l.split(b" -> ", 1) for l in r.stdout.split(b"\n") if l]
+        rows = [ln.split(b" -> ", 1) for ln in r.stdout.split(b"\n") if ln]
         assert r.returncode == 0 and all(
             p.startswith(b"'") and p.endswith(b"'") for _, p in rows
         ), r
@@ -858,7 +864,7 @@ def case_guard(a, isa: str) -> None:
             ("ml_bench", ["-m", "x.mlb"]),
         ):
             r = run(["qemu-x86_64", "-cpu", cpu, os.path.join(a.bin, exe)] + args)
-            err = [l for l in r.stderr.splitlines() if not l.startswith("qemu-x86_64: warning")]
+            err = [ln for ln in r.stderr.splitlines() if not ln.startswith("qemu-x86_64: warning")]
             if feature is None:
                 ok = (
                     r.returncode == 2
@@ -894,7 +900,9 @@ def case_arm_guard(a, isa: str) -> None:
         ):
             r = run([qemu, "-cpu", cpu, os.path.join(a.bin, exe)] + args)
             err = [
-                l for l in r.stderr.splitlines() if not l.startswith(os.path.basename(qemu) + ":")
+                ln
+                for ln in r.stderr.splitlines()
+                if not ln.startswith(os.path.basename(qemu) + ":")
             ]
             if not (r.returncode == 3 and len(err) == 1 and f"lacks {feature}," in err[0]):
                 raise SystemExit(f"FAILED: {exe} under -cpu {cpu}: rc={r.returncode} {r.stderr!r}")

@@ -422,7 +422,7 @@ class RefGemmaTest(unittest.TestCase):
         )
 
 
-# ------------------------------------------------------------------------------ gen_random -> convert
+# ---------------------------------------------------------------------- gen_random -> convert
 
 
 @unittest.skipUnless(

@@ -606,7 +606,7 @@ class CompareTest(unittest.TestCase):
             self.assertEqual(m["top1"], 1.0)
 
 
-# ------------------------------------------------------------------------------ gen_random + convert
+# ---------------------------------------------------------------------- gen_random + convert
 
 
 @unittest.skipUnless(HAVE_TOK, "run scripts/fetch_tokenizers.sh")

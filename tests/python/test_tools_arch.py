@@ -300,23 +300,31 @@ class RopeArchTest(unittest.TestCase):
 
 class ChatTemplateTest(unittest.TestCase):
     QWEN25 = (
-        "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] }}"
-        "{%- else %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
-        "assistant.<|im_end|>\\n' }}{%- endif %}"
+        "{%- if messages[0]['role'] == 'system' %}"
+        "{{- '<|im_start|>system\\n' + messages[0]['content'] }}"
+        "{%- else %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. "
+        "You are a helpful assistant.<|im_end|>\\n' }}{%- endif %}"
     )
     QWEN2 = (
         "{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\\nYou are a "
         "helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n'}}"
     )
     SMOL3 = (
-        "{{- '<|im_start|>system\\n' -}}{{- '## Metadata\\n\\nKnowledge Cutoff Date: June 2025\\n' -}}"
+        "{{- '<|im_start|>system\\n' -}}"
+        "{{- '## Metadata\\n\\nKnowledge Cutoff Date: June 2025\\n' -}}"
         "{{- 'Reasoning Mode: ' + reasoning_mode + '\\n\\n' -}}"
     )
     SMOL2 = (
-        "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>"
-        "system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}{% endif %}"
+        "{% for message in messages %}"
+        "{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>"
+        "system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+        "<|im_end|>\n' }}"
+        "{% endif %}"
     )
-    CHATML = "{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}"
+    CHATML = (
+        "{% for m in messages %}"
+        "{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n'}}{% endfor %}"
+    )
 
     def test_guess(self):
         l3vocab = {
@@ -440,7 +448,7 @@ class RefForwardArchTest(unittest.TestCase):
                 self.assertGreater(np.abs(scaled - plain).max(), 1e-4, rope)
 
 
-# ------------------------------------------------------------------------------ gen_random + convert
+# ---------------------------------------------------------------------- gen_random + convert
 
 
 @unittest.skipUnless(HAVE_QWEN and HAVE_L3, "run scripts/fetch_tokenizers.sh")
