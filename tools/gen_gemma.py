@@ -29,19 +29,9 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mlb  # noqa: E402
-from gen_common import (  # noqa: E402
-    LOGIT_STD,
-    NORM_STD,
-    PROG,
-    PROJ_GAIN,
-    QK_GAIN,
-    REPO,
-    TORCH_DTYPE,
-    Spec,
-    add_common_args,
-    load_tokenizer,
-    write_checkpoint,
-)
+from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, REPO  # noqa: E402
+from gen_common import TORCH_DTYPE, Spec, add_common_args, load_tokenizer  # noqa: E402
+from gen_common import write_checkpoint  # noqa: E402
 
 ARCHES = {
     "gemma2": ("gemma2", "Gemma2ForCausalLM", "gemma2-tiny"),

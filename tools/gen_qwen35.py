@@ -33,18 +33,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_tokenizer as ctok  # noqa: E402
-from gen_common import (  # noqa: E402
-    LOGIT_STD,
-    NORM_STD,
-    PROG,
-    PROJ_GAIN,
-    QK_GAIN,
-    REPO,
-    Spec,
-    add_common_args,
-    load_tokenizer,
-    write_checkpoint,
-)
+from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, REPO, Spec  # noqa: E402
+from gen_common import add_common_args, load_tokenizer, write_checkpoint  # noqa: E402
 
 TINY = dict(
     dim=128,

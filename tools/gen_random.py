@@ -32,19 +32,9 @@ import convert_tokenizer as ctok  # noqa: E402
 import gen_gemma  # noqa: E402
 import gen_qwen35  # noqa: E402
 import mlb  # noqa: E402
-from gen_common import (  # noqa: E402
-    LOGIT_STD,
-    NORM_STD,
-    PROG,
-    PROJ_GAIN,
-    QK_GAIN,
-    TORCH_DTYPE,
-    Spec,
-    add_common_args,
-    full_tensor,
-    load_tokenizer,
-    write_checkpoint,
-)
+from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, TORCH_DTYPE  # noqa: E402
+from gen_common import Spec, add_common_args, full_tensor, load_tokenizer  # noqa: E402
+from gen_common import write_checkpoint  # noqa: E402
 
 
 SHAPES: dict[str, dict] = {

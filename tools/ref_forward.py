@@ -35,18 +35,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io as st  # noqa: E402
-from ref_common import (  # noqa: E402
-    Weights,
-    attend,
-    causal_mask,
-    cos_sin,
-    inv_frequencies,
-    load_config,
-    repeat_kv,
-    rms_norm,
-    rope,
-    silu,
-)
+from ref_common import Weights, attend, causal_mask, cos_sin, inv_frequencies  # noqa: E402
+from ref_common import load_config, repeat_kv, rms_norm, rope, silu  # noqa: E402
 
 PROG = "ref_forward.py"
 

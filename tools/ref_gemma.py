@@ -33,17 +33,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_common import (  # noqa: E402
-    Weights,
-    attend,
-    causal_mask,
-    cos_sin,
-    inv_frequencies,
-    load_config,
-    repeat_kv,
-    rms_norm,
-    rope,
-)
+from ref_common import Weights, attend, causal_mask, cos_sin, inv_frequencies  # noqa: E402
+from ref_common import load_config, repeat_kv, rms_norm, rope  # noqa: E402
 
 MODEL_TYPES = ("gemma2", "gemma3_text", "gemma3")
 # Config class defaults (Gemma2Config, Gemma3TextConfig) for the keys read here.

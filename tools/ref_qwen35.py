@@ -32,18 +32,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import quant  # noqa: E402
-from ref_common import (  # noqa: E402
-    Weights,
-    attend,
-    causal_mask,
-    cos_sin,
-    load_config,
-    repeat_kv,
-    rms_norm,
-    rope,
-    sigmoid,
-    silu,
-)
+from ref_common import Weights, attend, causal_mask, cos_sin, load_config, repeat_kv  # noqa: E402
+from ref_common import rms_norm, rope, sigmoid, silu  # noqa: E402
 
 Matmul = Callable[..., np.ndarray]
 
