@@ -78,9 +78,13 @@ def mlb_summary(path: str) -> tuple[str, str]:
         (jsize,) = struct.unpack_from("<Q", head, 16)
         meta = json.loads(f.read(jsize).decode("utf-8"))
     dtypes = {t["name"]: t["dtype"] for t in meta.get("tensors", [])}
-    mats = sorted({d for n, d in dtypes.items() if n.startswith("blk.") and d not in ("f32", "bytes")})
+    mats = sorted(
+        {d for n, d in dtypes.items() if n.startswith("blk.") and d not in ("f32", "bytes")}
+    )
     quant = "+".join(mats) or "?"
-    extra = [f"{n} {dtypes[n]}" for n in ("tok_embd", "output") if n in dtypes and dtypes[n] not in mats]
+    extra = [
+        f"{n} {dtypes[n]}" for n in ("tok_embd", "output") if n in dtypes and dtypes[n] not in mats
+    ]
     if extra:
         quant += f" ({', '.join(extra)})"
     c = meta.get("config", {})
@@ -122,10 +126,34 @@ def run(cmd: list[str]) -> str:
     return p.stdout
 
 
-def krafla_test(binary: str, model: str, threads: int, a: argparse.Namespace,
-                n_prompt: int, n_gen: int, depth: int) -> dict:
-    out = run([binary, "-m", model, "-t", str(threads), "-p", str(n_prompt), "-n", str(n_gen),
-               "-d", str(depth), "-r", str(a.reps), "-o", "json"])
+def krafla_test(
+    binary: str,
+    model: str,
+    threads: int,
+    a: argparse.Namespace,
+    n_prompt: int,
+    n_gen: int,
+    depth: int,
+) -> dict:
+    out = run(
+        [
+            binary,
+            "-m",
+            model,
+            "-t",
+            str(threads),
+            "-p",
+            str(n_prompt),
+            "-n",
+            str(n_gen),
+            "-d",
+            str(depth),
+            "-r",
+            str(a.reps),
+            "-o",
+            "json",
+        ]
+    )
     rows = json.loads(out)
     if len(rows) != 1:
         raise BenchError(f"{binary}: expected one test, got {len(rows)}")
@@ -146,10 +174,32 @@ def krafla_once(binary: str, model: str, threads: int, a: argparse.Namespace) ->
     return res
 
 
-def llama_test(binary: str, gguf: str, threads: int, a: argparse.Namespace,
-               n_prompt: int, n_gen: int, depth: int) -> dict:
-    cmd = [binary, "-m", gguf, "-t", str(threads), "-p", str(n_prompt), "-n", str(n_gen),
-           "-d", str(depth), "-r", str(a.reps), "-o", "json"] + a.llama_args
+def llama_test(
+    binary: str,
+    gguf: str,
+    threads: int,
+    a: argparse.Namespace,
+    n_prompt: int,
+    n_gen: int,
+    depth: int,
+) -> dict:
+    cmd = [
+        binary,
+        "-m",
+        gguf,
+        "-t",
+        str(threads),
+        "-p",
+        str(n_prompt),
+        "-n",
+        str(n_gen),
+        "-d",
+        str(depth),
+        "-r",
+        str(a.reps),
+        "-o",
+        "json",
+    ] + a.llama_args
     rows = json.loads(run(cmd))
     if len(rows) != 1:
         raise BenchError(f"{binary}: expected one test, got {len(rows)}")
@@ -175,13 +225,18 @@ def pairs(a: argparse.Namespace) -> list[tuple[tuple[str, str], tuple[str, str] 
     kb = [split_label(s) for s in a.ml_bench]
     lb = [split_label(s) for s in a.llama_bench]
     if lb and len(lb) not in (1, len(kb)):
-        raise BenchError(f"{len(lb)} --llama-bench for {len(kb)} --ml-bench: give one, or one per ml_bench")
+        raise BenchError(
+            f"{len(lb)} --llama-bench for {len(kb)} --ml-bench: give one, or one per ml_bench"
+        )
     out = []
     for i, (label, path) in enumerate(kb):
         other = None
         if lb:
             ll, lp = lb[i if len(lb) == len(kb) else 0]
-            other = (ll or os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(lp)))), lp)
+            other = (
+                ll or os.path.basename(os.path.dirname(os.path.dirname(os.path.abspath(lp)))),
+                lp,
+            )
         out.append(((label or "", path), other))
     return out
 
@@ -193,9 +248,18 @@ def measure(a: argparse.Namespace) -> list[dict]:
         name, quant = mlb_summary(mlb)
         for (klabel, kpath), llama in pairs(a):
             for t in a.threads:
-                row = {"model": name, "quant": quant, "mlb": mlb, "gguf": gguf, "threads": t,
-                       "krafla_bin": kpath, "krafla_label": klabel, "krafla": [], "llama": [],
-                       "load": []}
+                row = {
+                    "model": name,
+                    "quant": quant,
+                    "mlb": mlb,
+                    "gguf": gguf,
+                    "threads": t,
+                    "krafla_bin": kpath,
+                    "krafla_label": klabel,
+                    "krafla": [],
+                    "llama": [],
+                    "load": [],
+                }
                 if llama and gguf:
                     row["llama_label"], row["llama_bin"] = llama
                 for rnd in range(a.rounds):
@@ -212,10 +276,13 @@ def measure(a: argparse.Namespace) -> list[dict]:
                         else:
                             r = llama_once(llama[1], gguf, t, a)
                             row["llama"].append(r)
-                        print(f"{PROG}: {name} t={t} round {rnd + 1}/{a.rounds} "
-                              f"{'Krafla' if who == 'k' else 'llama.cpp'}: prefill "
-                              f"{r['prefill_tok_s']:.2f}, decode {r['decode_tok_s']:.2f} tok/s "
-                              f"(load {load1():.1f})", file=sys.stderr)
+                        print(
+                            f"{PROG}: {name} t={t} round {rnd + 1}/{a.rounds} "
+                            f"{'Krafla' if who == 'k' else 'llama.cpp'}: prefill "
+                            f"{r['prefill_tok_s']:.2f}, decode {r['decode_tok_s']:.2f} tok/s "
+                            f"(load {load1():.1f})",
+                            file=sys.stderr,
+                        )
                 results.append(row)
                 save_json(a, results)
     return results
@@ -238,20 +305,48 @@ def ratio(k: float | None, ll: float | None) -> str:
 
 def table(results: list[dict], a: argparse.Namespace) -> str:
     p, n = a.n_prompt, a.n_gen
-    hdr = ["model", "quant", "Krafla", "llama.cpp", "threads",
-           f"Krafla pp{p}", f"llama.cpp pp{p}", "pp ratio",
-           f"Krafla tg{n}", f"llama.cpp tg{n}", "tg ratio", "load"]
+    hdr = [
+        "model",
+        "quant",
+        "Krafla",
+        "llama.cpp",
+        "threads",
+        f"Krafla pp{p}",
+        f"llama.cpp pp{p}",
+        "pp ratio",
+        f"Krafla tg{n}",
+        f"llama.cpp tg{n}",
+        "tg ratio",
+        "load",
+    ]
     lines = ["| " + " | ".join(hdr) + " |", "|" + "|".join(["---"] * 4 + ["---:"] * 8) + "|"]
     for r in results:
         kp = median([x["prefill_tok_s"] for x in r["krafla"]])
         kd = median([x["decode_tok_s"] for x in r["krafla"]])
         lp = median([x["prefill_tok_s"] for x in r["llama"]]) if r["llama"] else None
         ld = median([x["decode_tok_s"] for x in r["llama"]]) if r["llama"] else None
-        r["summary"] = {"krafla_prefill": kp, "krafla_decode": kd, "llama_prefill": lp, "llama_decode": ld}
+        r["summary"] = {
+            "krafla_prefill": kp,
+            "krafla_decode": kd,
+            "llama_prefill": lp,
+            "llama_decode": ld,
+        }
         loads = [x for x in r["load"] if x == x]
         load = f"{min(loads):.1f}–{max(loads):.1f}" if loads else "?"
-        cells = [r["model"], r["quant"], r["krafla_label"], r.get("llama_label", "–"), str(r["threads"]),
-                 fmt(kp), fmt(lp), ratio(kp, lp), fmt(kd), fmt(ld), ratio(kd, ld), load]
+        cells = [
+            r["model"],
+            r["quant"],
+            r["krafla_label"],
+            r.get("llama_label", "–"),
+            str(r["threads"]),
+            fmt(kp),
+            fmt(lp),
+            ratio(kp, lp),
+            fmt(kd),
+            fmt(ld),
+            ratio(kd, ld),
+            load,
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -271,14 +366,18 @@ def header(results: list[dict], a: argparse.Namespace) -> str:
     except OSError:
         pass
     info = next((x["info"] for r in results for x in r["llama"] if "info" in x), None)
-    out = [f"date: {getattr(a, 'started', None) or now_utc()}, "
-           f"cpu: {cpu}, {os.cpu_count()} logical CPUs",
-           f"-p {a.n_prompt} -n {a.n_gen} -r {a.reps}, rounds {a.rounds} (ABBA interleaved)"]
+    out = [
+        f"date: {getattr(a, 'started', None) or now_utc()}, "
+        f"cpu: {cpu}, {os.cpu_count()} logical CPUs",
+        f"-p {a.n_prompt} -n {a.n_gen} -r {a.reps}, rounds {a.rounds} (ABBA interleaved)",
+    ]
     if info:
-        out.append(f"llama.cpp build {info.get('build_commit')} ({info.get('build_number')}), "
-                   f"backends {info.get('backends')}, n_batch {info.get('n_batch')}, "
-                   f"n_ubatch {info.get('n_ubatch')}, flash_attn {info.get('flash_attn')}, "
-                   f"type_k {info.get('type_k')}")
+        out.append(
+            f"llama.cpp build {info.get('build_commit')} ({info.get('build_number')}), "
+            f"backends {info.get('backends')}, n_batch {info.get('n_batch')}, "
+            f"n_ubatch {info.get('n_ubatch')}, flash_attn {info.get('flash_attn')}, "
+            f"type_k {info.get('type_k')}"
+        )
     return "\n".join(out)
 
 
@@ -299,30 +398,69 @@ def reprint(a: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ml-bench", action="append", default=[], metavar="[LABEL=]PATH",
-                    help="Krafla ml_bench binary (repeatable)")
-    ap.add_argument("-m", "--model", action="append", default=[], metavar="MLB",
-                    help="Krafla .mlb model (repeatable)")
-    ap.add_argument("--llama-bench", action="append", default=[], metavar="[LABEL=]PATH",
-                    help="llama.cpp llama-bench binary (repeatable)")
-    ap.add_argument("--gguf", action="append", default=[], metavar="GGUF",
-                    help="GGUF with the same weights as the matching -m (repeatable, same order)")
+    ap = argparse.ArgumentParser(
+        prog=PROG,
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--ml-bench",
+        action="append",
+        default=[],
+        metavar="[LABEL=]PATH",
+        help="Krafla ml_bench binary (repeatable)",
+    )
+    ap.add_argument(
+        "-m",
+        "--model",
+        action="append",
+        default=[],
+        metavar="MLB",
+        help="Krafla .mlb model (repeatable)",
+    )
+    ap.add_argument(
+        "--llama-bench",
+        action="append",
+        default=[],
+        metavar="[LABEL=]PATH",
+        help="llama.cpp llama-bench binary (repeatable)",
+    )
+    ap.add_argument(
+        "--gguf",
+        action="append",
+        default=[],
+        metavar="GGUF",
+        help="GGUF with the same weights as the matching -m (repeatable, same order)",
+    )
     ap.add_argument("-t", "--threads", type=int_list, default=[1], help="thread counts, e.g. 1,2")
     ap.add_argument("-p", "--n-prompt", type=int, default=128, help="prompt tokens (default 128)")
     ap.add_argument("-n", "--n-gen", type=int, default=64, help="generated tokens (default 64)")
     ap.add_argument("-r", "--reps", type=int, default=3, help="repeats per invocation (default 3)")
-    ap.add_argument("--rounds", type=int, default=2,
-                    help="invocations of each program per configuration, alternating (default 2)")
-    ap.add_argument("--max-load", type=float, default=None,
-                    help="before each measurement wait until the 1-min load average is below this")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="invocations of each program per configuration, alternating (default 2)",
+    )
+    ap.add_argument(
+        "--max-load",
+        type=float,
+        default=None,
+        help="before each measurement wait until the 1-min load average is below this",
+    )
     ap.add_argument("--wait-s", type=float, default=300, help="longest such wait (default 300 s)")
-    ap.add_argument("--llama-args", default="",
-                    help="extra llama-bench arguments, one string (e.g. '-fa 1 -ub 128')")
+    ap.add_argument(
+        "--llama-args",
+        default="",
+        help="extra llama-bench arguments, one string (e.g. '-fa 1 -ub 128')",
+    )
     ap.add_argument("--json-out", help="also write every raw result to this JSON file")
-    ap.add_argument("--from-json", nargs="+", metavar="JSON",
-                    help="measure nothing: print the table of earlier --json-out files (same -p/-n)")
+    ap.add_argument(
+        "--from-json",
+        nargs="+",
+        metavar="JSON",
+        help="measure nothing: print the table of earlier --json-out files (same -p/-n)",
+    )
     a = ap.parse_args(argv)
     a.llama_args = a.llama_args.split()
     if a.from_json:
@@ -331,7 +469,9 @@ def main(argv: list[str] | None = None) -> None:
     if not a.ml_bench or not a.model:
         die("--ml-bench and -m are required")
     if a.gguf and len(a.gguf) != len(a.model):
-        die(f"{len(a.gguf)} --gguf for {len(a.model)} -m: give one GGUF per .mlb, in the same order")
+        die(
+            f"{len(a.gguf)} --gguf for {len(a.model)} -m: give one GGUF per .mlb, in the same order"
+        )
     if a.gguf and not a.llama_bench:
         die("--gguf needs --llama-bench")
     if a.n_prompt < 0 or a.n_gen < 0 or a.n_prompt + a.n_gen == 0:

@@ -15,12 +15,17 @@ import json
 import os
 import sys
 
-QWEN3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
-               r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-QWEN35_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
-                r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
-TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "unit", "chat",
-                        "qwen3_5.jinja")
+QWEN3_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+QWEN35_REGEX = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+    r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+TEMPLATE = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "tests", "unit", "chat", "qwen3_5.jinja"
+)
 
 
 def die(msg: str) -> None:
@@ -34,16 +39,21 @@ def derive(src: str, out: str) -> None:
     pre = tok.get("pre_tokenizer") or {}
     steps = pre.get("pretokenizers", []) if pre.get("type") == "Sequence" else []
     splits = [s for s in steps if s.get("type") == "Split"]
-    if (tok.get("normalizer") or {}).get("type") != "NFC" or len(splits) != 1 \
-            or splits[0].get("pattern", {}).get("Regex") != QWEN3_REGEX:
+    if (
+        (tok.get("normalizer") or {}).get("type") != "NFC"
+        or len(splits) != 1
+        or splits[0].get("pattern", {}).get("Regex") != QWEN3_REGEX
+    ):
         die(f"{src}/tokenizer.json is not Qwen3's (NFC, one Split with Qwen3's regex)")
     splits[0]["pattern"]["Regex"] = QWEN35_REGEX
     with open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8") as f:
         cfg = json.load(f)
     with open(TEMPLATE, encoding="utf-8") as f:
         cfg["chat_template"] = f.read()
-    cfg["krafla_derived"] = ("Qwen3's vocabulary and merges behind Qwen3.5's pre-tokenizer regex "
-                             "and chat template (scripts/derive_qwen3_5_tokenizer.py)")
+    cfg["krafla_derived"] = (
+        "Qwen3's vocabulary and merges behind Qwen3.5's pre-tokenizer regex "
+        "and chat template (scripts/derive_qwen3_5_tokenizer.py)"
+    )
     os.makedirs(out, exist_ok=True)
     for name, obj in (("tokenizer.json", tok), ("tokenizer_config.json", cfg)):
         tmp = os.path.join(out, name + ".tmp")

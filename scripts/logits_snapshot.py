@@ -30,15 +30,25 @@ def prompt(path: str) -> str:
 
 
 def run(bin_dir: str, path: str, variant: str, out: str) -> None:
-    cmd = [os.path.join(bin_dir, "ml_run"), "-m", path, "-q", "--tokens", prompt(path),
-           "--logits", out] + VARIANTS[variant]
+    cmd = [
+        os.path.join(bin_dir, "ml_run"),
+        "-m",
+        path,
+        "-q",
+        "--tokens",
+        prompt(path),
+        "--logits",
+        out,
+    ] + VARIANTS[variant]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"FAILED: {' '.join(cmd[:4])}: {r.stderr.strip()}")
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("mode", choices=["dump", "compare"])
     p.add_argument("--bin", required=True, help="build directory with ml_run and e2e/*.mlb")
     p.add_argument("--out", required=True, help="directory of the snapshot")

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Convert a Hugging Face Llama/Mistral/Qwen2/Qwen3/Qwen3.5/SmolLM3/Gemma checkpoint (or a llama2.c one) to .mlb.
+"""Convert a Hugging Face checkpoint (or a llama2.c one) to .mlb.
+
+Families: Llama/Mistral/Qwen2/Qwen3/SmolLM2/SmolLM3 (llama.py), Gemma 2/3 (gemma.py), Qwen3.5
+(qwen35.py): family.py's Family subclasses, in FAMILIES.
 
 Usage:
-  tools/convert.py HF_DIR -o OUT.mlb [--quant f32|f16|q8_0|q4_0] [--q8 CLASSES] [--q4-rule fit|round]
+  tools/convert.py HF_DIR -o OUT.mlb [--quant f32|f16|q8_0|q4_0] [--q8 CLASSES]
+                   [--q4-rule fit|round]
   tools/convert.py llama2c CKPT.bin TOKDIR -o OUT.mlb [same options]
 
-The config is normalized into docs/format.md's keys by hf_config.py (rope inverse frequencies
-computed with the checkpoint's rope scaling, following transformers' modeling_rope_utils). Tensors are
-streamed one at a time and a block of rows at a time, so memory stays near one tensor.
+The family normalizes the config into docs/format.md's keys (rope inverse frequencies computed
+with the checkpoint's rope scaling by hf_config.py, following transformers'
+modeling_rope_utils). Tensors are streamed one at a time and a block of rows at a time, so
+memory stays near one tensor.
 """
 from __future__ import annotations
 
@@ -17,60 +22,53 @@ import os
 import struct
 import sys
 import time
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_tokenizer as ctok  # noqa: E402
-import gemma  # noqa: E402
 import mlb  # noqa: E402
-import qwen35  # noqa: E402
-from hf_config import ConvertError, compute_rope, normalize_config  # noqa: E402,F401
 import quant  # noqa: E402
 import safetensors_io as st  # noqa: E402
+from family import Family, Getter, Plan  # noqa: E402
+from gemma import GEMMA  # noqa: E402
+from hf_config import ConvertError  # noqa: E402
+from llama import LLAMA  # noqa: E402
+from qwen35 import QWEN35  # noqa: E402
 
 PROG = "convert.py"
-MATRIX_CLASSES = ("q", "k", "v", "o", "gate", "up", "down", "embd", "output",
-                  "ssm_in", "ssm_ab", "ssm_out")   # ssm_*: Qwen3.5 DeltaNet projections
+MATRIX_CLASSES = (
+    "q",
+    "k",
+    "v",
+    "o",
+    "gate",
+    "up",
+    "down",
+    "embd",
+    "output",
+    "ssm_in",
+    "ssm_ab",
+    "ssm_out",
+)  # ssm_*: Qwen3.5 DeltaNet projections
 ROW_BLOCK_ELEMS = 1 << 22
-IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+# The family registry: the first that matches config.json's model_type converts it; the
+# llama-like family is the fallback that names what is not supported.
+FAMILIES: tuple[Family, ...] = (GEMMA, QWEN35, LLAMA)
 
 
-# ---------------------------------------------------------------- tensor plan
-
-def tensor_plan(c: dict[str, Any]) -> list[tuple[str, str, str, tuple[int, ...]]]:
-    """(mlb name, HF name, class, expected shape); class "norm" for norm weights and biases
-    (always F32)."""
-    d, hd, f, v = c["dim"], c["head_dim"], c["ffn_dim"], c["n_vocab"]
-    qd, kvd = c["n_heads"] * hd, c["n_kv_heads"] * hd
-    plan = [("tok_embd", "model.embed_tokens.weight", "embd", (v, d))]
-    for i in range(c["n_layers"]):
-        p, h = f"blk.{i}.", f"model.layers.{i}."
-        plan += [(p + "attn_norm", h + "input_layernorm.weight", "norm", (d,)),
-                 (p + "attn_q", h + "self_attn.q_proj.weight", "q", (qd, d)),
-                 (p + "attn_k", h + "self_attn.k_proj.weight", "k", (kvd, d)),
-                 (p + "attn_v", h + "self_attn.v_proj.weight", "v", (kvd, d)),
-                 (p + "attn_output", h + "self_attn.o_proj.weight", "o", (d, qd)),
-                 *([(p + f"attn_{x}_bias", h + f"self_attn.{x}_proj.bias", "norm", (n,))
-                    for x, n in (("q", qd), ("k", kvd), ("v", kvd))] if c.get("qkv_bias") else []),
-                 *([(p + f"attn_{x}_norm", h + f"self_attn.{x}_norm.weight", "norm", (hd,))
-                    for x in ("q", "k")] if c.get("qk_norm") else []),
-                 (p + "ffn_norm", h + "post_attention_layernorm.weight", "norm", (d,)),
-                 (p + "ffn_gate", h + "mlp.gate_proj.weight", "gate", (f, d)),
-                 (p + "ffn_up", h + "mlp.up_proj.weight", "up", (f, d)),
-                 (p + "ffn_down", h + "mlp.down_proj.weight", "down", (d, f))]
-    plan.append(("output_norm", "model.norm.weight", "norm", (d,)))
-    if not c["tie_embeddings"]:
-        plan.append(("output", "lm_head.weight", "output", (v, d)))
-    return plan
+def family_for(cfg: dict[str, Any]) -> Family:
+    return next(f for f in FAMILIES if f.matches(cfg))
 
 
 def parse_q8(text: str) -> set[str]:
     classes = {x.strip() for x in text.split(",") if x.strip()}
     bad = classes - set(MATRIX_CLASSES)
     if bad:
-        raise ConvertError(f"--q8: unknown class(es) {sorted(bad)} (choose from {','.join(MATRIX_CLASSES)})")
+        raise ConvertError(
+            f"--q8: unknown class(es) {sorted(bad)} (choose from {','.join(MATRIX_CLASSES)})"
+        )
     return classes
 
 
@@ -82,30 +80,7 @@ def dtype_for(cls: str, qtype: str, q8: set[str]) -> str:
     return qtype
 
 
-def check_tensors(plan: list, shapes: dict[str, tuple[int, ...]], c: dict[str, Any]) -> None:
-    """Refuse missing, extra or mis-shaped tensors, naming them."""
-    want = {hf for _, hf, _, _ in plan}
-    have = {n for n in shapes if not n.endswith(IGNORED_SUFFIXES)}
-    if c["tie_embeddings"]:
-        have.discard("lm_head.weight")   # some tied checkpoints still store a copy
-    missing, extra = sorted(want - have), sorted(have - want)
-    if missing:
-        raise ConvertError(f"missing tensors: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}")
-    if extra:
-        raise ConvertError(f"unexpected tensors: {', '.join(extra[:8])}{' …' if len(extra) > 8 else ''}")
-    for proj, key, heads in (("q", "num_attention_heads", c["n_heads"]), ("k", "num_key_value_heads", c["n_kv_heads"])):
-        w = shapes[f"model.layers.0.self_attn.{proj}_proj.weight"] if c["n_layers"] else None
-        if w is not None and tuple(w) != (heads * c["head_dim"], c["dim"]):
-            raise ConvertError(f"head_dim*{key} = {c['head_dim']}*{heads} does not match {proj}_proj "
-                               f"shape {list(w)} (hidden_size {c['dim']})")
-    for _, hf, _, shape in plan:
-        if tuple(shapes[hf]) != shape:
-            raise ConvertError(f"tensor '{hf}' has shape {list(shapes[hf])}, expected {list(shape)}")
-
-
 # ---------------------------------------------------------------- writing
-
-Getter = Callable[[str, slice], np.ndarray]
 
 
 def chat_template_note(c: dict[str, Any], tok_files: dict[str, bytes]) -> str:
@@ -118,16 +93,31 @@ def chat_template_note(c: dict[str, Any], tok_files: dict[str, bytes]) -> str:
         tmpl = None
     name = c.get("chat_template") or ""
     if name:
-        where = ("guessed from the checkpoint's chat template and vocabulary" if tmpl
-                 else "guessed from the vocabulary: the checkpoint has no chat template")
+        where = (
+            "guessed from the checkpoint's chat template and vocabulary"
+            if tmpl
+            else "guessed from the vocabulary: the checkpoint has no chat template"
+        )
         return f"chat template: '{name}' recorded ({where}); ml_run --chat auto uses it"
-    why = ("the checkpoint's chat template matches no built-in renderer" if tmpl
-           else "the checkpoint has no chat template and the vocabulary suggests none")
+    why = (
+        "the checkpoint's chat template matches no built-in renderer"
+        if tmpl
+        else "the checkpoint has no chat template and the vocabulary suggests none"
+    )
     return f"chat template: none recorded ({why}); pick one with ml_run --chat NAME"
 
 
-def write_mlb(out: str, c: dict[str, Any], plan: list, get: Getter, tok_files: dict[str, bytes],
-              qtype: str, q8: set[str], q4_rule: str, source: dict[str, Any]) -> None:
+def write_mlb(
+    out: str,
+    c: dict[str, Any],
+    plan: Plan,
+    get: Getter,
+    tok_files: dict[str, bytes],
+    qtype: str,
+    q8: set[str],
+    q4_rule: str,
+    source: dict[str, Any],
+) -> None:
     specs = [mlb.TensorSpec(n, "bytes", (len(tok_files[n]),)) for n in ctok.TOKENIZER_FILES]
     dtypes = {}
     for name, hf, cls, shape in plan:
@@ -151,11 +141,17 @@ def write_mlb(out: str, c: dict[str, Any], plan: list, get: Getter, tok_files: d
                 x = get(hf, slice(r, min(shape[0], r + step)))
                 w.write(quant.quantize(x, dtypes[name], q4_rule))
         mb = int(np.prod(shape)) * 4 / 1e6
-        print(f"convert: [{i + 1}/{len(plan)}] {name:22s} {dtypes[name]:5s} {str(list(shape)):14s} "
-              f"{mb / max(time.time() - t0, 1e-9):8.1f} MB/s", file=sys.stderr)
+        print(
+            f"convert: [{i + 1}/{len(plan)}] {name:22s} {dtypes[name]:5s} {str(list(shape)):14s} "
+            f"{mb / max(time.time() - t0, 1e-9):8.1f} MB/s",
+            file=sys.stderr,
+        )
     w.close()
-    print(f"convert: wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB) in {time.time() - t_all:.1f} s",
-          file=sys.stderr)
+    print(
+        f"convert: wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB) "
+        f"in {time.time() - t_all:.1f} s",
+        file=sys.stderr,
+    )
     print(f"convert: {chat_template_note(c, tok_files)}", file=sys.stderr)
 
 
@@ -172,27 +168,37 @@ def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str | None) 
     cfg = _load_json(os.path.join(d, "config.json"), True)
     gen = _load_json(os.path.join(d, "generation_config.json"), False)
     tok_files = ctok.read_tokenizer_files(d)
-    if gemma.is_gemma(cfg):       # Gemma 2/3: tools/gemma.py (own plan, 1+w norms, vision skipped)
-        return gemma.convert_hf(d, out, cfg, gen, tok_files, qtype, q8, q4_rule, write_mlb, PROG)
-    if qwen35.is_qwen35(cfg):     # Qwen3.5/3.6: tools/qwen35.py (DeltaNet layers, MTP/vision skipped)
-        return qwen35.convert_hf(d, out, cfg, gen, tok_files, qtype, q8, q4_rule, write_mlb, PROG)
-    q4_rule = q4_rule or "fit"
+    fam = family_for(cfg)
+    q4_rule = q4_rule or fam.default_q4_rule(cfg)
     tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
-    c = normalize_config(cfg, gen, tj, tc)
+    c = fam.normalize_config(cfg, gen, tj, tc)
     ck = st.Checkpoint(d)
     try:
-        plan = tensor_plan(c)
-        check_tensors(plan, {n: ck.info(n).shape for n in ck.names()}, c)
-        source = {"tool": PROG, "input": os.path.abspath(d), "quant": qtype, "q4_rule": q4_rule,
-                  "q8": sorted(q8), "model_type": cfg.get("model_type"),
-                  "architectures": cfg.get("architectures"),
-                  "dtypes": sorted({ck.info(n).dtype for n in ck.names()})}
-        write_mlb(out, c, plan, ck.get, tok_files, qtype, q8, q4_rule, source)
+        shapes = {n: tuple(ck.info(n).shape) for n in ck.names()}
+        base, head = fam.layout(set(shapes))
+        plan = fam.tensor_plan(c, base, head)
+        skipped = fam.check_tensors(plan, shapes, c, head)
+        if skipped:
+            print(f"convert: {fam.skip_note(len(skipped))}", file=sys.stderr)
+        source = {
+            "tool": PROG,
+            "input": os.path.abspath(d),
+            "quant": qtype,
+            "q4_rule": q4_rule,
+            "q8": sorted(q8),
+            "model_type": cfg.get("model_type"),
+            "architectures": cfg.get("architectures"),
+            "dtypes": sorted({ck.info(n).dtype for n in ck.names()}),
+        }
+        if fam.records_skipped:
+            source["skipped_tensors"] = len(skipped)
+        write_mlb(out, c, plan, fam.getter(ck, plan, c), tok_files, qtype, q8, q4_rule, source)
     finally:
         ck.close()
 
 
 # ---------------------------------------------------------------- llama2.c
+
 
 def interleaved_to_hf(w: np.ndarray, n_heads: int) -> np.ndarray:
     """llama2.c/Meta q,k row order (pairs 2i,2i+1) -> HF rotate_half order, as HF's
@@ -209,11 +215,21 @@ def llama2c_source(path: str) -> tuple[dict[str, Any], Getter]:
     shared, vocab = vocab > 0, abs(vocab)
     hd = dim // nh
     m = np.memmap(path, dtype="<f4", mode="r", offset=28)
-    layout: list[tuple[str, tuple[int, ...]]] = [("embd", (vocab, dim)), ("att_norm", (L, dim)),
-        ("wq", (L, nh * hd, dim)), ("wk", (L, nkv * hd, dim)), ("wv", (L, nkv * hd, dim)),
-        ("wo", (L, dim, nh * hd)), ("ffn_norm", (L, dim)), ("w1", (L, hidden, dim)),
-        ("w2", (L, dim, hidden)), ("w3", (L, hidden, dim)), ("norm", (dim,)),
-        ("cos", (seq, hd // 2)), ("sin", (seq, hd // 2))]
+    layout: list[tuple[str, tuple[int, ...]]] = [
+        ("embd", (vocab, dim)),
+        ("att_norm", (L, dim)),
+        ("wq", (L, nh * hd, dim)),
+        ("wk", (L, nkv * hd, dim)),
+        ("wv", (L, nkv * hd, dim)),
+        ("wo", (L, dim, nh * hd)),
+        ("ffn_norm", (L, dim)),
+        ("w1", (L, hidden, dim)),
+        ("w2", (L, dim, hidden)),
+        ("w3", (L, hidden, dim)),
+        ("norm", (dim,)),
+        ("cos", (seq, hd // 2)),
+        ("sin", (seq, hd // 2)),
+    ]
     if not shared:
         layout.append(("wcls", (vocab, dim)))
     arrays, off = {}, 0
@@ -221,12 +237,19 @@ def llama2c_source(path: str) -> tuple[dict[str, Any], Getter]:
         n = int(np.prod(shape))
         if off + n > m.shape[0]:
             raise ConvertError(f"{path}: truncated llama2.c checkpoint at '{name}'")
-        arrays[name] = m[off:off + n].reshape(shape)
+        arrays[name] = m[off : off + n].reshape(shape)
         off += n
-    names = {"input_layernorm": ("att_norm", 0), "self_attn.q_proj": ("wq", nh),
-             "self_attn.k_proj": ("wk", nkv), "self_attn.v_proj": ("wv", 0),
-             "self_attn.o_proj": ("wo", 0), "post_attention_layernorm": ("ffn_norm", 0),
-             "mlp.gate_proj": ("w1", 0), "mlp.down_proj": ("w2", 0), "mlp.up_proj": ("w3", 0)}
+    names = {
+        "input_layernorm": ("att_norm", 0),
+        "self_attn.q_proj": ("wq", nh),
+        "self_attn.k_proj": ("wk", nkv),
+        "self_attn.v_proj": ("wv", 0),
+        "self_attn.o_proj": ("wo", 0),
+        "post_attention_layernorm": ("ffn_norm", 0),
+        "mlp.gate_proj": ("w1", 0),
+        "mlp.down_proj": ("w2", 0),
+        "mlp.up_proj": ("w3", 0),
+    }
 
     def get(hf: str, rows: slice) -> np.ndarray:
         if hf == "model.embed_tokens.weight":
@@ -242,50 +265,87 @@ def llama2c_source(path: str) -> tuple[dict[str, Any], Getter]:
             a = interleaved_to_hf(a, heads)
         return a if a.ndim == 1 else a[rows]
 
-    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": dim,
-           "intermediate_size": hidden, "num_hidden_layers": L, "num_attention_heads": nh,
-           "num_key_value_heads": nkv, "head_dim": hd, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-           "max_position_embeddings": seq, "tie_word_embeddings": shared, "vocab_size": vocab}
+    cfg = {
+        "model_type": "llama",
+        "architectures": ["LlamaForCausalLM"],
+        "hidden_size": dim,
+        "intermediate_size": hidden,
+        "num_hidden_layers": L,
+        "num_attention_heads": nh,
+        "num_key_value_heads": nkv,
+        "head_dim": hd,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": seq,
+        "tie_word_embeddings": shared,
+        "vocab_size": vocab,
+    }
     return cfg, get
 
 
-def convert_llama2c(ckpt: str, tok_dir: str, out: str, qtype: str, q8: set[str], q4_rule: str) -> None:
+def convert_llama2c(
+    ckpt: str, tok_dir: str, out: str, qtype: str, q8: set[str], q4_rule: str
+) -> None:
     if not os.path.isfile(ckpt):
         raise ConvertError(f"missing {ckpt}")
     tok_files = ctok.read_tokenizer_files(tok_dir)
     tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
     cfg, get = llama2c_source(ckpt)
-    c = normalize_config(cfg, {}, tj, tc)
-    source = {"tool": PROG, "input": os.path.abspath(ckpt), "format": "llama2.c v0",
-              "quant": qtype, "q4_rule": q4_rule, "q8": sorted(q8)}
-    write_mlb(out, c, tensor_plan(c), get, tok_files, qtype, q8, q4_rule, source)
+    c = LLAMA.normalize_config(cfg, {}, tj, tc)
+    source = {
+        "tool": PROG,
+        "input": os.path.abspath(ckpt),
+        "format": "llama2.c v0",
+        "quant": qtype,
+        "q4_rule": q4_rule,
+        "q8": sorted(q8),
+    }
+    write_mlb(out, c, LLAMA.tensor_plan(c), get, tok_files, qtype, q8, q4_rule, source)
 
 
 # ---------------------------------------------------------------- CLI
 
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--out", required=True, help="output .mlb file")
-    p.add_argument("--quant", choices=["f32", "f16", "q8_0", "q4_0"], default="q8_0",
-                   help="type of the weight matrices (default q8_0)")
-    p.add_argument("--q8", default="embd,output",
-                   help="with --quant q4_0: matrix classes kept in q8_0 (comma list of "
-                        + ",".join(MATRIX_CLASSES) + "; default embd,output)")
-    p.add_argument("--q4-rule", choices=["fit", "round"], default=None,
-                   help="Q4_0 scale rule: fit (search) or round (llama.cpp); default round for "
-                        "Gemma 3, fit otherwise (docs/quantization.md)")
+    p.add_argument(
+        "--quant",
+        choices=["f32", "f16", "q8_0", "q4_0"],
+        default="q8_0",
+        help="type of the weight matrices (default q8_0)",
+    )
+    p.add_argument(
+        "--q8",
+        default="embd,output",
+        help="with --quant q4_0: matrix classes kept in q8_0 (comma list of "
+        + ",".join(MATRIX_CLASSES)
+        + "; default embd,output)",
+    )
+    p.add_argument(
+        "--q4-rule",
+        choices=["fit", "round"],
+        default=None,
+        help="Q4_0 scale rule: fit (search) or round (llama.cpp); default round for "
+        "Gemma 3, fit otherwise (docs/quantization.md)",
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "llama2c":
-        p = argparse.ArgumentParser(prog=f"{PROG} llama2c", description="Convert a llama2.c checkpoint.")
+        p = argparse.ArgumentParser(
+            prog=f"{PROG} llama2c", description="Convert a llama2.c checkpoint."
+        )
         p.add_argument("ckpt", help="llama2.c version-0 .bin checkpoint")
         p.add_argument("tokdir", help="Hugging Face tokenizer directory (tokenizer.json)")
         _add_common(p)
         a = p.parse_args(argv[1:])
     else:
-        p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0],
-                                    epilog="Also: convert.py llama2c CKPT.bin TOKDIR -o OUT.mlb …")
+        p = argparse.ArgumentParser(
+            prog=PROG,
+            description=__doc__.split("\n")[0],
+            epilog="Also: convert.py llama2c CKPT.bin TOKDIR -o OUT.mlb …",
+        )
         p.add_argument("hf_dir", help="Hugging Face model directory")
         _add_common(p)
         a = p.parse_args(argv)
@@ -297,11 +357,17 @@ def main(argv: list[str] | None = None) -> None:
             convert_llama2c(a.ckpt, a.tokdir, a.out, a.quant, q8, a.q4_rule or "fit")
         else:
             convert_hf(a.hf_dir, a.out, a.quant, q8, a.q4_rule)
-    except (ConvertError, ctok.TokenizerError, st.SafetensorsError, OSError, json.JSONDecodeError) as e:
+    except (
+        ConvertError,
+        ctok.TokenizerError,
+        st.SafetensorsError,
+        OSError,
+        json.JSONDecodeError,
+    ) as e:
         mlb.die(PROG, str(e))
     except BaseException:
         if os.path.exists(a.out):
-            os.remove(a.out)   # never leave a half-written file behind
+            os.remove(a.out)  # never leave a half-written file behind
         raise
 
 

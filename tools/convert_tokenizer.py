@@ -82,12 +82,12 @@ def special_id(tok_json: dict[str, Any], tok_cfg: dict[str, Any], key: str) -> i
 CHATML_KINDS = (
     # SmolLM3: a metadata system block (knowledge cutoff, today's date, reasoning mode)
     (("Reasoning Mode", "Knowledge Cutoff Date", "/no_think"), "smollm3"),
-    (("You are Qwen, created by Alibaba Cloud.",), "qwen"),                 # Qwen2.5 default system
-    (("You are a helpful AI assistant named SmolLM",), "smollm"),          # SmolLM2 default system
+    (("You are Qwen, created by Alibaba Cloud.",), "qwen"),  # Qwen2.5 default system
+    (("You are a helpful AI assistant named SmolLM",), "smollm"),  # SmolLM2 default system
     # Qwen3.5: Qwen3's thinking turns, but XML tool calls (<function=…>) and a generation prompt
     # that opens the think block ('<think>\n' alone; Qwen3 writes it only closed)
     ((("<function=", "reasoning_content", "'<think>\\n'"),), "qwen3.5"),
-    (("<think>", "enable_thinking", "reasoning_content"), "qwen3"),        # Qwen3 thinking turns
+    (("<think>", "enable_thinking", "reasoning_content"), "qwen3"),  # Qwen3 thinking turns
 )
 _DEFAULT_SYSTEM = re.compile(r"<\|im_start\|>system(?:\\n|\n)[^'\"{]")
 
@@ -95,13 +95,15 @@ _DEFAULT_SYSTEM = re.compile(r"<\|im_start\|>system(?:\\n|\n)[^'\"{]")
 def _chatml_kind(tmpl: str) -> str:
     """Name of the renderer for a template that uses <|im_start|>: the first kind one of whose
     markers (a string, or a tuple of strings that must all be there) the template holds."""
+
     def has(m: str | tuple[str, ...]) -> bool:
         return all(x in tmpl for x in m) if isinstance(m, tuple) else m in tmpl
+
     for markers, name in CHATML_KINDS:
         if any(has(m) for m in markers):
             return name
     if _DEFAULT_SYSTEM.search(tmpl):
-        return ""          # another built-in system prompt (Qwen2's): no renderer
+        return ""  # another built-in system prompt (Qwen2's): no renderer
     return "chatml"
 
 
@@ -120,17 +122,22 @@ def guess_chat_template(tok_json: dict[str, Any], tok_cfg: dict[str, Any]) -> st
     if "<|user|>" in tmpl:
         return "zephyr"
     if "<start_of_turn>" in tmpl:
-        return ""                    # gemma family: no renderer yet
+        return ""  # gemma family: no renderer yet
     if "[INST]" in tmpl or (len(ids) == 32000 and "<s>" in ids and "</s>" in ids and "▁" in ids):
-        return "llama2"              # the Llama 2 / Mistral 7B SentencePiece vocabulary
+        return "llama2"  # the Llama 2 / Mistral 7B SentencePiece vocabulary
     return ""
 
 
 def write_mlt(tok_dir: str, out: str) -> None:
     files = read_tokenizer_files(tok_dir)
     specs = [mlb.TensorSpec(n, "bytes", (len(files[n]),)) for n in TOKENIZER_FILES]
-    w = mlb.MlbWriter(out, "tokenizer", specs, None,
-                      {"tool": "convert_tokenizer.py", "tokenizer_dir": os.path.abspath(tok_dir)})
+    w = mlb.MlbWriter(
+        out,
+        "tokenizer",
+        specs,
+        None,
+        {"tool": "convert_tokenizer.py", "tokenizer_dir": os.path.abspath(tok_dir)},
+    )
     for n in TOKENIZER_FILES:
         w.add(n, files[n])
     w.close()

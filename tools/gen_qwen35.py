@@ -26,66 +26,125 @@ and the state across a long decode matter to the tests.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
+import sys
 
 import numpy as np
 
-import convert_tokenizer as ctok
-import gen_gemma
-import gen_random
-import mlb
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import convert_tokenizer as ctok  # noqa: E402
+from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, REPO, Spec  # noqa: E402
+from gen_common import add_common_args, load_tokenizer, write_checkpoint  # noqa: E402
 
-PROG = "gen_random.py"
-TINY = dict(dim=128, n_layers=4, n_heads=4, n_kv_heads=2, head_dim=64, ffn=256, nk=2, nv=4, kdim=32, vdim=32,
-            conv=4, interval=2, theta=10000000.0, prf=0.25, vocab=151936, max_pos=262144, tied=True,
-            proj_gain=0.35, qk_gain=1.5, logit_std=1.5, qkv_gain=0.3, z_gain=0.3, conv_std=0.4, out_gain=0.45)
+TINY = dict(
+    dim=128,
+    n_layers=4,
+    n_heads=4,
+    n_kv_heads=2,
+    head_dim=64,
+    ffn=256,
+    nk=2,
+    nv=4,
+    kdim=32,
+    vdim=32,
+    conv=4,
+    interval=2,
+    theta=10000000.0,
+    prf=0.25,
+    vocab=151936,
+    max_pos=262144,
+    tied=True,
+    proj_gain=0.35,
+    qk_gain=1.5,
+    logit_std=1.5,
+    qkv_gain=0.3,
+    z_gain=0.3,
+    conv_std=0.4,
+    out_gain=0.45,
+)
 SHAPES: dict[str, dict] = {
     "qwen35-tiny": TINY,
-    "qwen3.5-0.8b": dict(dim=1024, n_layers=24, n_heads=8, n_kv_heads=2, head_dim=256, ffn=3584, nk=16, nv=16,
-                         kdim=128, vdim=128, conv=4, interval=4, theta=10000000.0, prf=0.25, vocab=248320,
-                         max_pos=262144, tied=True, explicit_types=True, proj_gain=0.28, qk_gain=1.2,
-                         logit_std=1.5, qkv_gain=0.25, z_gain=0.3, conv_std=0.35, out_gain=0.35),
+    "qwen3.5-0.8b": dict(
+        dim=1024,
+        n_layers=24,
+        n_heads=8,
+        n_kv_heads=2,
+        head_dim=256,
+        ffn=3584,
+        nk=16,
+        nv=16,
+        kdim=128,
+        vdim=128,
+        conv=4,
+        interval=4,
+        theta=10000000.0,
+        prf=0.25,
+        vocab=248320,
+        max_pos=262144,
+        tied=True,
+        explicit_types=True,
+        proj_gain=0.28,
+        qk_gain=1.2,
+        logit_std=1.5,
+        qkv_gain=0.25,
+        z_gain=0.3,
+        conv_std=0.35,
+        out_gain=0.35,
+    ),
 }
-NORM_STD = 0.1
-
-
-def wants(argv: list[str]) -> bool:
-    for i, a in enumerate(argv):
-        if a == "--arch" and i + 1 < len(argv):
-            return argv[i + 1] == "qwen3.5"
-        if a.startswith("--arch="):
-            return a.split("=", 1)[1] == "qwen3.5"
-    return False
 
 
 def text_config(s: dict, n_vocab: int, text_only: bool) -> dict:
     n = s["n_layers"]
-    c = {"model_type": "qwen3_5_text", "vocab_size": n_vocab, "hidden_size": s["dim"],
-         "intermediate_size": s["ffn"], "num_hidden_layers": n, "num_attention_heads": s["n_heads"],
-         "num_key_value_heads": s["n_kv_heads"], "head_dim": s["head_dim"], "hidden_act": "silu",
-         "attention_bias": False, "attn_output_gate": True, "rms_norm_eps": 1e-6,
-         "max_position_embeddings": s["max_pos"], "tie_word_embeddings": s["tied"],
-         "linear_num_key_heads": s["nk"], "linear_num_value_heads": s["nv"], "linear_key_head_dim": s["kdim"],
-         "linear_value_head_dim": s["vdim"], "linear_conv_kernel_dim": s["conv"],
-         "full_attention_interval": s["interval"], "mtp_num_hidden_layers": 0 if text_only else 1,
-         "rope_parameters": {"rope_type": "default", "rope_theta": s["theta"], "partial_rotary_factor": s["prf"],
-                             "mrope_section": [11, 11, 10], "mrope_interleaved": True},
-         "eos_token_id": None, "dtype": "bfloat16"}
+    c = {
+        "model_type": "qwen3_5_text",
+        "vocab_size": n_vocab,
+        "hidden_size": s["dim"],
+        "intermediate_size": s["ffn"],
+        "num_hidden_layers": n,
+        "num_attention_heads": s["n_heads"],
+        "num_key_value_heads": s["n_kv_heads"],
+        "head_dim": s["head_dim"],
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "attn_output_gate": True,
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": s["max_pos"],
+        "tie_word_embeddings": s["tied"],
+        "linear_num_key_heads": s["nk"],
+        "linear_num_value_heads": s["nv"],
+        "linear_key_head_dim": s["kdim"],
+        "linear_value_head_dim": s["vdim"],
+        "linear_conv_kernel_dim": s["conv"],
+        "full_attention_interval": s["interval"],
+        "mtp_num_hidden_layers": 0 if text_only else 1,
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": s["theta"],
+            "partial_rotary_factor": s["prf"],
+            "mrope_section": [11, 11, 10],
+            "mrope_interleaved": True,
+        },
+        "eos_token_id": None,
+        "dtype": "bfloat16",
+    }
     if s.get("explicit_types"):
-        c["layer_types"] = ["full_attention" if (i + 1) % s["interval"] == 0 else "linear_attention"
-                            for i in range(n)]
+        c["layer_types"] = [
+            "full_attention" if (i + 1) % s["interval"] == 0 else "linear_attention"
+            for i in range(n)
+        ]
     return c
 
 
-def tensor_specs(s: dict, n_vocab: int, text_only: bool) -> dict[str, tuple]:
+def tensor_specs(s: dict, n_vocab: int, text_only: bool) -> dict[str, Spec]:
     """HF name -> (shape, std[, mean])."""
     d, hd, f = s["dim"], s["head_dim"], s["ffn"]
-    g, qk = s.get("proj_gain", gen_random.PROJ_GAIN), s.get("qk_gain", gen_random.QK_GAIN)
+    g, qk = s.get("proj_gain", PROJ_GAIN), s.get("qk_gain", QK_GAIN)
     kd, vd = s["nk"] * s["kdim"], s["nv"] * s["vdim"]
     base = "model." if text_only else "model.language_model."
-    specs: dict[str, tuple] = {base + "embed_tokens.weight": ((n_vocab, d), s.get("logit_std", 2.0) / np.sqrt(d))}
+    specs: dict[str, Spec] = {
+        base + "embed_tokens.weight": ((n_vocab, d), s.get("logit_std", LOGIT_STD) / np.sqrt(d))
+    }
     for i in range(s["n_layers"]):
         p = f"{base}layers.{i}."
         specs[p + "input_layernorm.weight"] = ((d,), NORM_STD)
@@ -114,8 +173,8 @@ def tensor_specs(s: dict, n_vocab: int, text_only: bool) -> dict[str, tuple]:
         specs[p + "mlp.down_proj.weight"] = ((d, f), g / np.sqrt(f))
     specs[base + "norm.weight"] = ((d,), NORM_STD)
     if not s["tied"]:
-        specs["lm_head.weight"] = ((n_vocab, d), s.get("logit_std", 2.0) / np.sqrt(d))
-    if not text_only:   # a token vision tower and MTP head for the converter to skip
+        specs["lm_head.weight"] = ((n_vocab, d), s.get("logit_std", LOGIT_STD) / np.sqrt(d))
+    if not text_only:  # a token vision tower and MTP head for the converter to skip
         specs["model.visual.patch_embed.proj.weight"] = ((32, 3, 2, 16, 16), 0.02)
         specs["model.visual.blocks.0.attn.qkv.weight"] = ((96, 32), 0.02)
         specs["model.visual.merger.linear_fc2.weight"] = ((d, 128), 0.02)
@@ -126,27 +185,28 @@ def tensor_specs(s: dict, n_vocab: int, text_only: bool) -> dict[str, tuple]:
 
 
 def main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog=PROG, description="Random-weight Qwen3.5 checkpoint (tools/gen_qwen35.py).")
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Random-weight Qwen3.5 checkpoint (tools/gen_qwen35.py)."
+    )
     p.add_argument("--arch", choices=["qwen3.5"], required=True)
     p.add_argument("--shape", choices=list(SHAPES), default="qwen35-tiny")
     p.add_argument("--text-only", action="store_true", help="Qwen3_5ForCausalLM layout (model.*)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dtype", choices=list(gen_random.ST_DTYPE), default="f32")
-    p.add_argument("--tokenizer", help="tokenizer name under .models/tokenizers or a directory "
-                   "(default qwen3_5 when fetched, else qwen3)")
-    p.add_argument("--vocab", type=int, help="override the embedding rows")
-    p.add_argument("-o", "--out", required=True, help="output directory")
+    add_common_args(
+        p,
+        "tokenizer name under .models/tokenizers or a directory "
+        "(default qwen3_5 when fetched, else qwen3)",
+        "override the embedding rows",
+    )
     a = p.parse_args(argv)
     s = dict(SHAPES[a.shape])
     tok = a.tokenizer
     if not tok:
-        tok = "qwen3_5" if os.path.isdir(os.path.join(gen_random.REPO, ".models", "tokenizers", "qwen3_5")) else "qwen3"
-    try:
-        tok_dir = gen_random.resolve_tokenizer(tok)
-        files = ctok.read_tokenizer_files(tok_dir)
-        tj, tc = json.loads(files["tokenizer.json"]), json.loads(files["tokenizer_config.json"])
-    except (FileNotFoundError, ctok.TokenizerError, ValueError) as e:
-        mlb.die(PROG, str(e))
+        tok = (
+            "qwen3_5"
+            if os.path.isdir(os.path.join(REPO, ".models", "tokenizers", "qwen3_5"))
+            else "qwen3"
+        )
+    tok_dir, tj, tc = load_tokenizer(tok)
     n_vocab = a.vocab or max(s["vocab"], ctok.vocab_size(tj))
     eos = ctok.special_id(tj, tc, "eos_token")
     ids = ctok.token_ids(tj)
@@ -156,18 +216,37 @@ def main(argv: list[str]) -> None:
     if a.text_only:
         cfg = {"architectures": ["Qwen3_5ForCausalLM"], **text}
     else:
-        cfg = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
-               "text_config": text, "tie_word_embeddings": s["tied"], "image_token_id": 248056,
-               "video_token_id": 248057, "vision_start_token_id": 248053, "vision_end_token_id": 248054,
-               "vision_config": {"model_type": "qwen3_5_vision", "depth": 1, "hidden_size": 32, "num_heads": 2,
-                                 "intermediate_size": 64, "out_hidden_size": s["dim"], "patch_size": 16,
-                                 "temporal_patch_size": 2, "spatial_merge_size": 2, "in_channels": 3}}
-    os.makedirs(a.out, exist_ok=True)
-    with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-    with open(os.path.join(a.out, "generation_config.json"), "w") as f:
-        json.dump({"eos_token_id": eos_list, "do_sample": False}, f, indent=2)
-    for n in ctok.TOKENIZER_FILES:
-        shutil.copyfile(os.path.join(tok_dir, n), os.path.join(a.out, n))
-    gen_gemma.write_safetensors(os.path.join(a.out, "model.safetensors"), tensor_specs(s, n_vocab, a.text_only),
-                                a.seed, a.dtype)
+        cfg = {
+            "architectures": ["Qwen3_5ForConditionalGeneration"],
+            "model_type": "qwen3_5",
+            "text_config": text,
+            "tie_word_embeddings": s["tied"],
+            "image_token_id": 248056,
+            "video_token_id": 248057,
+            "vision_start_token_id": 248053,
+            "vision_end_token_id": 248054,
+            "vision_config": {
+                "model_type": "qwen3_5_vision",
+                "depth": 1,
+                "hidden_size": 32,
+                "num_heads": 2,
+                "intermediate_size": 64,
+                "out_hidden_size": s["dim"],
+                "patch_size": 16,
+                "temporal_patch_size": 2,
+                "spatial_merge_size": 2,
+                "in_channels": 3,
+            },
+        }
+    # mean=0.0: this generator has always added a mean, 0 included, which makes the rare -0.0
+    # a +0.0 (the checkpoints stay as they were)
+    write_checkpoint(
+        a.out,
+        cfg,
+        {"eos_token_id": eos_list, "do_sample": False},
+        tok_dir,
+        tensor_specs(s, n_vocab, a.text_only),
+        a.seed,
+        a.dtype,
+        mean=0.0,
+    )

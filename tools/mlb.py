@@ -46,8 +46,14 @@ def _align(n: int) -> int:
 class MlbWriter:
     """Streams a .mlb file: the table is fixed up front; write tensors in table order."""
 
-    def __init__(self, path: str, kind: str, specs: list[TensorSpec],
-                 config: dict[str, Any] | None, source: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        kind: str,
+        specs: list[TensorSpec],
+        config: dict[str, Any] | None,
+        source: dict[str, Any] | None = None,
+    ) -> None:
         names = [s.name for s in specs]
         if len(set(names)) != len(names):
             raise MlbError("duplicate tensor names")
@@ -55,8 +61,15 @@ class MlbWriter:
         self.table: list[dict[str, Any]] = []
         off = 0
         for s in specs:
-            self.table.append({"name": s.name, "dtype": s.dtype, "shape": list(s.shape),
-                               "offset": off, "size": s.size})
+            self.table.append(
+                {
+                    "name": s.name,
+                    "dtype": s.dtype,
+                    "shape": list(s.shape),
+                    "offset": off,
+                    "size": s.size,
+                }
+            )
             off = _align(off + s.size)
         meta: dict[str, Any] = {"format": "krafla-mlb", "kind": kind}
         if config is not None:
@@ -70,7 +83,7 @@ class MlbWriter:
         self.f.write(MAGIC + struct.pack("<IIQ", VERSION, 0, len(blob)) + blob)
         self.f.write(b"\0" * (self.data_offset - HEADER_BYTES - len(blob)))
         self.index = 0
-        self.pending = 0   # bytes still due for the current tensor
+        self.pending = 0  # bytes still due for the current tensor
 
     def begin(self, name: str) -> TensorSpec:
         """Start the next tensor, which must be `name` (table order)."""
@@ -98,7 +111,7 @@ class MlbWriter:
 
     def close(self) -> None:
         if self.pending or self.index != len(self.table):
-            missing = [t["name"] for t in self.table[self.index:]]
+            missing = [t["name"] for t in self.table[self.index :]]
             raise MlbError(f"file closed before all tensors were written: {missing}")
         self.f.close()
 
@@ -119,7 +132,7 @@ class MlbReader:
             raise MlbError(f"{path}: unknown flags {self.flags:#x}")
         if HEADER_BYTES + jsize > len(b):
             raise MlbError(f"{path}: json_size {jsize} beyond file length {len(b)}")
-        self.meta = json.loads(b[HEADER_BYTES:HEADER_BYTES + jsize].decode("utf-8"))
+        self.meta = json.loads(b[HEADER_BYTES : HEADER_BYTES + jsize].decode("utf-8"))
         self.data_offset = _align(HEADER_BYTES + jsize)
         self.tensors = {t["name"]: t for t in self.meta["tensors"]}
         for t in self.meta["tensors"]:
@@ -141,7 +154,7 @@ class MlbReader:
     def raw(self, name: str) -> bytes:
         t = self.tensors[name]
         start = self.data_offset + t["offset"]
-        return self.buf[start:start + t["size"]]
+        return self.buf[start : start + t["size"]]
 
     def array(self, name: str) -> np.ndarray:
         """The tensor dequantized to float32."""

@@ -76,7 +76,7 @@ def _nibbles(b: np.ndarray, d: np.ndarray) -> np.ndarray:
         inv = np.where(d != 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
     v = b * inv[:, None]
     v += np.float32(8.5)
-    np.floor(v, out=v)          # = trunc here: negatives are clamped to 0 anyway
+    np.floor(v, out=v)  # = trunc here: negatives are clamped to 0 anyway
     return np.clip(v, 0, 15, out=v)
 
 

@@ -25,46 +25,58 @@ dense family).
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 import convert_tokenizer as ctok
-import hf_config
-from hf_config import ConvertError, text_part
 import safetensors_io as st
+from family import Family, Getter, Plan, mlp_plan
+from hf_config import ConvertError, attention_shape, first_ids, merged_ids
 
 MODEL_TYPES = {"qwen3_5": "Qwen3_5ForConditionalGeneration", "qwen3_5_text": "Qwen3_5ForCausalLM"}
 # Qwen3_5TextConfig class defaults for the keys read here.
-DEFAULTS = dict(vocab_size=248320, hidden_size=4096, intermediate_size=12288, num_hidden_layers=32,
-                num_attention_heads=16, num_key_value_heads=4, hidden_act="silu",
-                max_position_embeddings=32768, rms_norm_eps=1e-6, tie_word_embeddings=False,
-                attention_bias=False, head_dim=256, linear_conv_kernel_dim=4, linear_key_head_dim=128,
-                linear_value_head_dim=128, linear_num_key_heads=16, linear_num_value_heads=32)
+DEFAULTS = dict(
+    vocab_size=248320,
+    hidden_size=4096,
+    intermediate_size=12288,
+    num_hidden_layers=32,
+    num_attention_heads=16,
+    num_key_value_heads=4,
+    hidden_act="silu",
+    max_position_embeddings=32768,
+    rms_norm_eps=1e-6,
+    tie_word_embeddings=False,
+    attention_bias=False,
+    head_dim=256,
+    linear_conv_kernel_dim=4,
+    linear_key_head_dim=128,
+    linear_value_head_dim=128,
+    linear_num_key_heads=16,
+    linear_num_value_heads=32,
+)
 SKIP_PREFIXES = ("model.visual.", "visual.", "mtp.", "model.mtp.")
 LINEAR, FULL = "linear_attention", "full_attention"
-
-
-def is_qwen35(cfg: dict[str, Any]) -> bool:
-    return cfg.get("model_type") in MODEL_TYPES
-
-
-def text_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    return text_part(cfg, MODEL_TYPES, "qwen3_5", "qwen3_5_text", DEFAULTS)
 
 
 def _check_features(text: dict[str, Any]) -> None:
     w = text["_where"]
     if text.get("hidden_act", "silu") != "silu":
-        raise ConvertError(f"config.json: {w}hidden_act '{text['hidden_act']}' is not supported (silu)")
+        raise ConvertError(
+            f"config.json: {w}hidden_act '{text['hidden_act']}' is not supported (silu)"
+        )
     if text.get("attention_bias"):
         raise ConvertError(f"config.json: {w}attention_bias true is not supported")
     if text.get("attn_output_gate") is False:
-        raise ConvertError(f"config.json: {w}attn_output_gate false is not supported (Qwen3.5 always gates)")
+        raise ConvertError(
+            f"config.json: {w}attn_output_gate false is not supported (Qwen3.5 always gates)"
+        )
     for moe in ("num_experts", "num_experts_per_tok", "moe_intermediate_size"):
         if text.get(moe):
-            raise ConvertError(f"config.json: {w}{moe} is set: Qwen3.5 MoE checkpoints are not supported "
-                               "(dense only)")
+            raise ConvertError(
+                f"config.json: {w}{moe} is set: Qwen3.5 MoE checkpoints are not supported "
+                "(dense only)"
+            )
 
 
 def layer_types(text: dict[str, Any], n: int) -> list[str]:
@@ -73,11 +85,15 @@ def layer_types(text: dict[str, Any], n: int) -> list[str]:
         every = int(text.get("full_attention_interval") or 4)
         types = [FULL if (i + 1) % every == 0 else LINEAR for i in range(n)]
     if not isinstance(types, list) or len(types) != n:
-        raise ConvertError(f"config.json: {text['_where']}layer_types must have num_hidden_layers ({n}) entries")
+        raise ConvertError(
+            f"config.json: {text['_where']}layer_types must have num_hidden_layers ({n}) entries"
+        )
     for i, t in enumerate(types):
         if t not in (LINEAR, FULL):
-            raise ConvertError(f"config.json: {text['_where']}layer_types[{i}] '{t}' is not supported "
-                               f"({LINEAR}, {FULL})")
+            raise ConvertError(
+                f"config.json: {text['_where']}layer_types[{i}] '{t}' is not supported "
+                f"({LINEAR}, {FULL})"
+            )
     return types
 
 
@@ -90,181 +106,181 @@ def rope(text: dict[str, Any], head_dim: int) -> tuple[list[float], int]:
         raise ConvertError(f"config.json: {w}rope_parameters is not an object")
     kind = rp.get("rope_type", rp.get("type", "default"))
     if kind != "default":
-        raise ConvertError(f"config.json: {w}rope_parameters.rope_type '{kind}' is not supported (default)")
+        raise ConvertError(
+            f"config.json: {w}rope_parameters.rope_type '{kind}' is not supported (default)"
+        )
     theta = float(rp.get("rope_theta") or text.get("rope_theta") or 10000.0)
     prf = rp.get("partial_rotary_factor", text.get("partial_rotary_factor", 0.25))
     rot = int(head_dim * float(prf))
     if rot <= 0 or rot % 2 or rot > head_dim:
-        raise ConvertError(f"config.json: {w}partial_rotary_factor {prf} gives {rot} rotary dims of "
-                           f"head_dim {head_dim} (need an even count in 2..head_dim)")
+        raise ConvertError(
+            f"config.json: {w}partial_rotary_factor {prf} gives {rot} rotary dims of "
+            f"head_dim {head_dim} (need an even count in 2..head_dim)"
+        )
     inv = 1.0 / theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot)
     # transformers builds inv_freq in float32: keep those values
     return [float(np.float32(v)) for v in inv], rot
 
 
-def _ids(v: Any) -> list[int]:
-    if v is None:
-        return []
-    return [int(x) for x in v] if isinstance(v, list) else [int(v)]
+class Qwen35Family(Family):
+    name = "qwen3_5"
+    model_types = MODEL_TYPES
+    wrapper, text_type = "qwen3_5", "qwen3_5_text"
+    defaults = DEFAULTS
+    skip_prefixes = SKIP_PREFIXES
+    layouts = (("model.language_model.", "lm_head.weight"), ("model.", "lm_head.weight"))
+    layouts_text = "model.language_model. or model."
 
+    def skip_note(self, n: int) -> str:
+        return (
+            f"skipping {n} tensors of the vision tower and the multi-token-prediction head "
+            "(model.visual.*, mtp.*); the .mlb holds the language model only"
+        )
 
-def normalize_config(cfg: dict[str, Any], gen_cfg: dict[str, Any], tok_json: dict[str, Any],
-                     tok_cfg: dict[str, Any]) -> dict[str, Any]:
-    """docs/format.md's config keys from a Qwen3.5 config.json."""
-    text = text_config(cfg)
-    _check_features(text)
-    w = text["_where"]
-    dim, nh = int(text["hidden_size"]), int(text["num_attention_heads"])
-    nkv = int(text.get("num_key_value_heads") or nh)
-    if nh % nkv:
-        raise ConvertError(f"config.json: {w}num_attention_heads {nh} is not a multiple of num_key_value_heads {nkv}")
-    hd = int(text.get("head_dim") or dim // nh)
-    n = int(text["num_hidden_layers"])
-    types = layer_types(text, n)
-    freqs, rot = rope(text, hd)
-    nk, nv = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
-    if nv % nk:
-        raise ConvertError(f"config.json: {w}linear_num_value_heads {nv} is not a multiple of "
-                           f"linear_num_key_heads {nk}")
-    raw_text = (cfg.get("text_config") or {}) if cfg.get("model_type") == "qwen3_5" else {}
-    bos = _ids(cfg.get("bos_token_id")) or _ids(raw_text.get("bos_token_id")) or _ids(gen_cfg.get("bos_token_id"))
-    eos: list[int] = []
-    for e in _ids(cfg.get("eos_token_id")) + _ids(raw_text.get("eos_token_id")) + _ids(gen_cfg.get("eos_token_id")):
-        if e not in eos:
-            eos.append(e)
-    tok_eos = ctok.special_id(tok_json, tok_cfg, "eos_token")
-    if tok_eos >= 0 and tok_eos not in eos:
-        eos.append(tok_eos)
-    n_vocab = int(text["vocab_size"])
-    if any(e >= n_vocab for e in eos):   # a cut-down embedding (test checkpoints) cannot emit them
-        print(f"convert: end-of-sequence ids {[e for e in eos if e >= n_vocab]} lie past the "
-              f"embedding's {n_vocab} rows and are dropped", file=sys.stderr)
-        eos = [e for e in eos if e < n_vocab]
-    tied = bool(text.get("tie_word_embeddings", False))
-    if cfg.get("model_type") == "qwen3_5":
-        tied = bool(cfg.get("tie_word_embeddings", tied))
-    return {
-        "arch": "qwen3_5", "n_vocab": n_vocab, "dim": dim, "n_layers": n,
-        "n_heads": nh, "n_kv_heads": nkv, "head_dim": hd, "ffn_dim": int(text["intermediate_size"]),
-        "norm_eps": float(text.get("rms_norm_eps") or 1e-6), "rope_freqs": freqs, "rope_dim": rot,
-        "max_ctx": int(text["max_position_embeddings"]), "sliding_window": 0, "tie_embeddings": tied,
-        "bos_id": bos[0] if bos else -1, "eos_ids": eos,
-        "chat_template": ctok.guess_chat_template(tok_json, tok_cfg),
-        "qk_norm": True, "attn_gate": True,
-        "layer_linear": [t == LINEAR for t in types],
-        "lin_k_heads": nk, "lin_v_heads": nv, "lin_k_dim": int(text["linear_key_head_dim"]),
-        "lin_v_dim": int(text["linear_value_head_dim"]), "lin_conv": int(text["linear_conv_kernel_dim"]),
-    }
+    def normalize_config(
+        self,
+        cfg: dict[str, Any],
+        gen_cfg: dict[str, Any],
+        tok_json: dict[str, Any],
+        tok_cfg: dict[str, Any],
+    ) -> dict[str, Any]:
+        """docs/format.md's config keys from a Qwen3.5 config.json."""
+        text = self.text_config(cfg)
+        _check_features(text)
+        w = text["_where"]
+        dim, nh, nkv, hd = attention_shape(text, w, even=False)  # partial rotary: rope() checks
+        n = int(text["num_hidden_layers"])
+        types = layer_types(text, n)
+        freqs, rot = rope(text, hd)
+        nk, nv = int(text["linear_num_key_heads"]), int(text["linear_num_value_heads"])
+        if nv % nk:
+            raise ConvertError(
+                f"config.json: {w}linear_num_value_heads {nv} is not a multiple of "
+                f"linear_num_key_heads {nk}"
+            )
+        raw = self.raw_text(cfg)
+        bos = first_ids(
+            cfg.get("bos_token_id"), raw.get("bos_token_id"), gen_cfg.get("bos_token_id")
+        )
+        eos = merged_ids(
+            cfg.get("eos_token_id"), raw.get("eos_token_id"), gen_cfg.get("eos_token_id")
+        )
+        tok_eos = ctok.special_id(tok_json, tok_cfg, "eos_token")
+        if tok_eos >= 0 and tok_eos not in eos:
+            eos.append(tok_eos)
+        n_vocab = int(text["vocab_size"])
+        if any(
+            e >= n_vocab for e in eos
+        ):  # a cut-down embedding (test checkpoints) cannot emit them
+            print(
+                f"convert: end-of-sequence ids {[e for e in eos if e >= n_vocab]} lie past the "
+                f"embedding's {n_vocab} rows and are dropped",
+                file=sys.stderr,
+            )
+            eos = [e for e in eos if e < n_vocab]
+        tied = bool(text.get("tie_word_embeddings", False))
+        if cfg.get("model_type") == "qwen3_5":
+            tied = bool(cfg.get("tie_word_embeddings", tied))
+        return {
+            "arch": "qwen3_5",
+            "n_vocab": n_vocab,
+            "dim": dim,
+            "n_layers": n,
+            "n_heads": nh,
+            "n_kv_heads": nkv,
+            "head_dim": hd,
+            "ffn_dim": int(text["intermediate_size"]),
+            "norm_eps": float(text.get("rms_norm_eps") or 1e-6),
+            "rope_freqs": freqs,
+            "rope_dim": rot,
+            "max_ctx": int(text["max_position_embeddings"]),
+            "sliding_window": 0,
+            "tie_embeddings": tied,
+            "bos_id": bos[0] if bos else -1,
+            "eos_ids": eos,
+            "chat_template": ctok.guess_chat_template(tok_json, tok_cfg),
+            "qk_norm": True,
+            "attn_gate": True,
+            "layer_linear": [t == LINEAR for t in types],
+            "lin_k_heads": nk,
+            "lin_v_heads": nv,
+            "lin_k_dim": int(text["linear_key_head_dim"]),
+            "lin_v_dim": int(text["linear_value_head_dim"]),
+            "lin_conv": int(text["linear_conv_kernel_dim"]),
+        }
 
-
-# ---------------------------------------------------------------- tensors
-
-def layout(names: set[str]) -> tuple[str, str]:
-    """(prefix of the language model's tensors, name of a stored lm_head)."""
-    for base in ("model.language_model.", "model."):
-        if base + "embed_tokens.weight" in names:
-            return base, "lm_head.weight"
-    raise ConvertError("missing tensors: no embed_tokens.weight under model.language_model. or model.")
-
-
-def tensor_plan(c: dict[str, Any], base: str, head: str) -> list[tuple[str, str, str, tuple[int, ...]]]:
-    """(mlb name, source, class, shape). A source 'X#query' / 'X#gate' is half of q_proj X;
-    class "norm" = f32 (vectors and the conv kernel)."""
-    d, hd, f, v = c["dim"], c["head_dim"], c["ffn_dim"], c["n_vocab"]
-    qd, kvd = c["n_heads"] * hd, c["n_kv_heads"] * hd
-    kd, vd = c["lin_k_heads"] * c["lin_k_dim"], c["lin_v_heads"] * c["lin_v_dim"]
-    nv, conv = c["lin_v_heads"], 2 * kd + vd
-    plan = [("tok_embd", base + "embed_tokens.weight", "embd", (v, d))]
-    for i in range(c["n_layers"]):
-        p, h = f"blk.{i}.", f"{base}layers.{i}."
-        plan.append((p + "attn_norm", h + "input_layernorm.weight", "norm", (d,)))
+    def layer_plan(self, c: dict[str, Any], i: int, p: str, h: str) -> Plan:
+        """A source 'X#query' / 'X#gate' is half of q_proj X; class "norm" = f32 (vectors and
+        the conv kernel)."""
+        d, hd, f = c["dim"], c["head_dim"], c["ffn_dim"]
+        qd, kvd = c["n_heads"] * hd, c["n_kv_heads"] * hd
+        kd, vd = c["lin_k_heads"] * c["lin_k_dim"], c["lin_v_heads"] * c["lin_v_dim"]
+        nv, conv = c["lin_v_heads"], 2 * kd + vd
+        plan = [(p + "attn_norm", h + "input_layernorm.weight", "norm", (d,))]
         if c["layer_linear"][i]:
             a = h + "linear_attn."
-            plan += [(p + "ssm_qkv", a + "in_proj_qkv.weight", "ssm_in", (conv, d)),
-                     (p + "ssm_z", a + "in_proj_z.weight", "ssm_in", (vd, d)),
-                     (p + "ssm_beta", a + "in_proj_b.weight", "ssm_ab", (nv, d)),
-                     (p + "ssm_alpha", a + "in_proj_a.weight", "ssm_ab", (nv, d)),
-                     (p + "ssm_conv", a + "conv1d.weight", "norm", (conv, c["lin_conv"])),
-                     (p + "ssm_dt_bias", a + "dt_bias", "norm", (nv,)),
-                     (p + "ssm_a", a + "A_log", "norm", (nv,)),
-                     (p + "ssm_norm", a + "norm.weight", "norm", (c["lin_v_dim"],)),
-                     (p + "ssm_out", a + "out_proj.weight", "ssm_out", (d, vd))]
+            plan += [
+                (p + "ssm_qkv", a + "in_proj_qkv.weight", "ssm_in", (conv, d)),
+                (p + "ssm_z", a + "in_proj_z.weight", "ssm_in", (vd, d)),
+                (p + "ssm_beta", a + "in_proj_b.weight", "ssm_ab", (nv, d)),
+                (p + "ssm_alpha", a + "in_proj_a.weight", "ssm_ab", (nv, d)),
+                (p + "ssm_conv", a + "conv1d.weight", "norm", (conv, c["lin_conv"])),
+                (p + "ssm_dt_bias", a + "dt_bias", "norm", (nv,)),
+                (p + "ssm_a", a + "A_log", "norm", (nv,)),
+                (p + "ssm_norm", a + "norm.weight", "norm", (c["lin_v_dim"],)),
+                (p + "ssm_out", a + "out_proj.weight", "ssm_out", (d, vd)),
+            ]
         else:
             s = h + "self_attn."
-            plan += [(p + "attn_q", s + "q_proj.weight#query", "q", (qd, d)),
-                     (p + "attn_gate", s + "q_proj.weight#gate", "q", (qd, d)),
-                     (p + "attn_k", s + "k_proj.weight", "k", (kvd, d)),
-                     (p + "attn_v", s + "v_proj.weight", "v", (kvd, d)),
-                     (p + "attn_q_norm", s + "q_norm.weight", "norm", (hd,)),
-                     (p + "attn_k_norm", s + "k_norm.weight", "norm", (hd,)),
-                     (p + "attn_output", s + "o_proj.weight", "o", (d, qd))]
-        plan += [(p + "ffn_norm", h + "post_attention_layernorm.weight", "norm", (d,)),
-                 (p + "ffn_gate", h + "mlp.gate_proj.weight", "gate", (f, d)),
-                 (p + "ffn_up", h + "mlp.up_proj.weight", "up", (f, d)),
-                 (p + "ffn_down", h + "mlp.down_proj.weight", "down", (d, f))]
-    plan.append(("output_norm", base + "norm.weight", "norm", (d,)))
-    if not c["tie_embeddings"]:
-        plan.append(("output", head, "output", (v, d)))
-    return plan
+            plan += [
+                (p + "attn_q", s + "q_proj.weight#query", "q", (qd, d)),
+                (p + "attn_gate", s + "q_proj.weight#gate", "q", (qd, d)),
+                (p + "attn_k", s + "k_proj.weight", "k", (kvd, d)),
+                (p + "attn_v", s + "v_proj.weight", "v", (kvd, d)),
+                (p + "attn_q_norm", s + "q_norm.weight", "norm", (hd,)),
+                (p + "attn_k_norm", s + "k_norm.weight", "norm", (hd,)),
+                (p + "attn_output", s + "o_proj.weight", "o", (d, qd)),
+            ]
+        plan.append((p + "ffn_norm", h + "post_attention_layernorm.weight", "norm", (d,)))
+        return plan + mlp_plan(p, h, d, f)
 
-
-def _source_shape(hf: str, shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
-    if "#" in hf:
-        rows, cols = shapes[hf.split("#")[0]]
-        return (rows // 2, cols)
-    s = tuple(shapes[hf])
-    return (s[0], s[2]) if hf.endswith("conv1d.weight") and len(s) == 3 and s[1] == 1 else s
-
-
-def check_tensors(plan: list, shapes: dict[str, tuple[int, ...]], c: dict[str, Any], head: str) -> list[str]:
-    """Refuse missing, extra or mis-shaped tensors; returns the skipped (vision, MTP) tensors."""
-    skipped = sorted(n for n in shapes if n.startswith(SKIP_PREFIXES))
-    want = {hf.split("#")[0] for _, hf, _, _ in plan}
-    have = {n for n in shapes if not n.startswith(SKIP_PREFIXES) and not n.endswith("rotary_emb.inv_freq")}
-    if c["tie_embeddings"]:
-        have.discard(head)
-    missing, extra = sorted(want - have), sorted(have - want)
-    if missing:
-        raise ConvertError(f"missing tensors: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''}")
-    if extra:
-        raise ConvertError(f"unexpected tensors: {', '.join(extra[:8])}{' …' if len(extra) > 8 else ''}")
-    for _, hf, _, shape in plan:
-        got = _source_shape(hf, shapes)
-        if got != shape:
-            what = {"#query": " (q_proj must hold 2 x num_attention_heads x head_dim rows: query and gate)"}.get(
-                hf[hf.find("#"):] if "#" in hf else "", "")
-            raise ConvertError(f"tensor '{hf.split('#')[0]}' has shape {list(shapes[hf.split('#')[0]])}, "
-                               f"expected {list(shape)}{what}")
-    return skipped
-
-
-def getter(ck: st.Checkpoint, plan: list, c: dict[str, Any]) -> Callable[[str, slice], np.ndarray]:
-    """Tensor getter applying the stored forms: 1 + w for zero-centered norms, the q_proj halves,
-    the conv kernel without its channel axis, and -exp(A_log)."""
-    plus_one = {hf for name, hf, cls, _ in plan
-                if cls == "norm" and name.endswith(("attn_norm", "ffn_norm", "output_norm", "q_norm", "k_norm"))}
-    hd = c["head_dim"]
-
-    def get(hf: str, rows: slice) -> np.ndarray:
+    def source_shape(self, hf: str, shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
         if "#" in hf:
-            name, half = hf.split("#")
-            w = ck.get(name).astype(np.float32)
-            w = w.reshape(c["n_heads"], 2, hd, w.shape[-1])[:, 0 if half == "query" else 1]
-            return w.reshape(c["n_heads"] * hd, -1)[rows]
-        x = ck.get(hf, rows)
-        if hf.endswith("conv1d.weight"):
-            return x.reshape(x.shape[0], -1).astype(np.float32)
-        if hf.endswith("A_log"):
-            return -np.exp(x.astype(np.float32))
-        return np.float32(1.0) + x.astype(np.float32) if hf in plus_one else x
-    return get
+            rows, cols = shapes[hf.split("#")[0]]
+            return (rows // 2, cols)
+        s = tuple(shapes[hf])
+        return (s[0], s[2]) if hf.endswith("conv1d.weight") and len(s) == 3 and s[1] == 1 else s
+
+    def shape_hint(self, name: str, hf: str, c: dict[str, Any]) -> str:
+        if hf.endswith("#query"):
+            return " (q_proj must hold 2 x num_attention_heads x head_dim rows: query and gate)"
+        return ""
+
+    def getter(self, ck: st.Checkpoint, plan: Plan, c: dict[str, Any]) -> Getter:
+        """Tensor getter applying the stored forms: 1 + w for zero-centered norms, the q_proj
+        halves, the conv kernel without its channel axis, and -exp(A_log)."""
+        plus_one = {
+            hf
+            for name, hf, cls, _ in plan
+            if cls == "norm"
+            and name.endswith(("attn_norm", "ffn_norm", "output_norm", "q_norm", "k_norm"))
+        }
+        hd = c["head_dim"]
+
+        def get(hf: str, rows: slice) -> np.ndarray:
+            if "#" in hf:
+                name, half = hf.split("#")
+                w = ck.get(name).astype(np.float32)
+                w = w.reshape(c["n_heads"], 2, hd, w.shape[-1])[:, 0 if half == "query" else 1]
+                return w.reshape(c["n_heads"] * hd, -1)[rows]
+            x = ck.get(hf, rows)
+            if hf.endswith("conv1d.weight"):
+                return x.reshape(x.shape[0], -1).astype(np.float32)
+            if hf.endswith("A_log"):
+                return -np.exp(x.astype(np.float32))
+            return np.float32(1.0) + x.astype(np.float32) if hf in plus_one else x
+
+        return get
 
 
-def convert_hf(d: str, out: str, cfg: dict[str, Any], gen: dict[str, Any], tok_files: dict[str, bytes],
-               qtype: str, q8: set[str], q4_rule: str | None, write_mlb: Callable, prog: str = "convert.py") -> None:
-    """convert.py's HF path for Qwen3.5 (config.json, generation_config.json and the tokenizer
-    files already read); write_mlb is convert.write_mlb."""
-    hf_config.convert_family(
-        sys.modules[__name__], d, out, cfg, gen, tok_files, qtype, q8, q4_rule or "fit", write_mlb, prog,
-        getter, lambda n: f"skipping {n} tensors of the vision tower and the multi-token-prediction head "
-                          "(model.visual.*, mtp.*); the .mlb holds the language model only")
+QWEN35 = Qwen35Family()

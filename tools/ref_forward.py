@@ -16,7 +16,8 @@ it is what the C++ runtime is compared against.
               q,k = rmsnorm_head(q) * w_qn, rmsnorm_head(k) * w_kn   (Qwen3, over head_dim)
               q,k = q*cos + rotate_half(q)*sin  (cos/sin of pos*inv_freq, times attention factor;
                   skipped on SmolLM3's NoPE layers)
-              a = softmax(q k^T / sqrt(head_dim) + causal/sliding mask) v  (GQA: kv head = h // group)
+              a = softmax(q k^T / sqrt(head_dim) + causal/sliding mask) v
+                  (GQA: kv head = h // group)
               h += a Wo^T;  x = rmsnorm(h) * w_ffn;  h += (silu(x Wg^T) * (x Wu^T)) Wd^T
   logits = (rmsnorm(h) * w_norm) W_out^T  (W_out = embed when tied)
 rmsnorm(x) = x / sqrt(mean(x^2) + eps). A sliding window masks key j for query i when
@@ -26,8 +27,6 @@ every layer; Qwen2/Qwen3/SmolLM3 on the layers whose layer type is sliding_atten
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import sys
 from typing import Any
@@ -35,120 +34,11 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import quant  # noqa: E402
 import safetensors_io as st  # noqa: E402
+from ref_common import Weights, attend, causal_mask, cos_sin, inv_frequencies  # noqa: E402
+from ref_common import load_config, repeat_kv, rms_norm, rope, silu  # noqa: E402
 
 PROG = "ref_forward.py"
-CLASS_OF = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate",
-            "up_proj": "up", "down_proj": "down", "embed_tokens": "embd", "lm_head": "output"}
-
-
-def rope_dict(cfg: dict[str, Any]) -> tuple[dict[str, Any], float]:
-    """The rope parameter dict and base, as RotaryEmbeddingConfigMixin standardizes them: the
-    legacy rope_scaling wins over rope_parameters; the dict's rope_theta over the top-level one,
-    which defaults to the family's default_theta (SmolLM3: 2e6)."""
-    sc = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
-    if sc and all(k in ("full_attention", "sliding_attention") for k in sc):
-        sc = sc["full_attention"] if "full_attention" in sc else next(iter(sc.values()))
-    base = cfg.get("rope_theta") or (2000000.0 if cfg.get("model_type") == "smollm3" else 10000.0)
-    return sc, float(sc.get("rope_theta") or base)
-
-
-def inv_frequencies(cfg: dict[str, Any], head_dim: int) -> tuple[np.ndarray, float]:
-    """RoPE inverse frequencies and attention factor, computed from config.json (oracle copy,
-    one frequency at a time, from the modeling_rope_utils formulas)."""
-    sc, base = rope_dict(cfg)
-    kind = sc.get("rope_type", sc.get("type", "default")) if sc else "default"
-    half = head_dim // 2
-    plain = [1.0 / (base ** (2 * i / head_dim)) for i in range(half)]
-    if kind == "default":
-        return np.array(plain), 1.0
-    if kind == "linear":
-        return np.array([f / sc["factor"] for f in plain]), 1.0
-    if kind == "llama3":
-        return np.array([_llama3_one(f, sc) for f in plain]), 1.0
-    if kind == "yarn":
-        orig = cfg.get("original_max_position_embeddings") or sc.get("original_max_position_embeddings")
-        return _yarn(plain, base, head_dim, sc, cfg["max_position_embeddings"], orig)
-    raise ValueError(f"rope type '{kind}' is not supported")
-
-
-def _llama3_one(f: float, sc: dict[str, Any]) -> float:
-    old = sc["original_max_position_embeddings"]
-    low_wl, high_wl = old / sc["low_freq_factor"], old / sc["high_freq_factor"]
-    wl = 2 * math.pi / f
-    if wl < high_wl:
-        return f                     # high frequency: untouched
-    if wl > low_wl:
-        return f / sc["factor"]      # low frequency: fully interpolated
-    t = (old / wl - sc["low_freq_factor"]) / (sc["high_freq_factor"] - sc["low_freq_factor"])
-    return (1 - t) * f / sc["factor"] + t * f
-
-
-def _yarn(plain: list[float], base: float, head_dim: int, sc: dict[str, Any],
-          max_pos: int, orig: int | None) -> tuple[np.ndarray, float]:
-    orig = orig or max_pos
-    factor = sc.get("factor")
-    if factor is None:
-        factor = max_pos / orig
-
-    def get_mscale(s: float, m: float = 1.0) -> float:
-        return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
-    attn = sc.get("attention_factor")
-    if attn is None:
-        if sc.get("mscale") and sc.get("mscale_all_dim"):
-            attn = get_mscale(factor, sc["mscale"]) / get_mscale(factor, sc["mscale_all_dim"])
-        else:
-            attn = get_mscale(factor)
-
-    def dim_for(rotations: float) -> float:
-        return head_dim * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(base))
-    lo, hi = dim_for(sc.get("beta_fast") or 32), dim_for(sc.get("beta_slow") or 1)
-    if sc.get("truncate", True):
-        lo, hi = math.floor(lo), math.ceil(hi)
-    lo, hi = max(lo, 0), min(hi, head_dim - 1)
-    if lo == hi:
-        hi += 0.001
-    out = []
-    for i, f in enumerate(plain):
-        ramp = min(max((i - lo) / (hi - lo), 0.0), 1.0)
-        out.append(f / factor * ramp + f * (1 - ramp))
-    return np.array(out), float(attn)
-
-
-class Weights:
-    """Lazy float weights by HF name, optionally round-tripped through a quantized type."""
-
-    def __init__(self, d: str, dt: type, qtype: str | None, q8: set[str], q4_rule: str) -> None:
-        self.ck, self.dt, self.qtype, self.q8, self.q4_rule = st.Checkpoint(d), dt, qtype, q8, q4_rule
-
-    def __call__(self, name: str) -> np.ndarray:
-        w = self.ck.get(name)
-        cls = CLASS_OF.get(name.split(".")[-2])
-        if self.qtype and cls and w.ndim == 2:
-            t = "q8_0" if self.qtype == "q4_0" and cls in self.q8 else self.qtype
-            w = quant.round_trip(w, t, self.q4_rule)
-        return w.astype(self.dt)
-
-
-def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
-
-
-def rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """x: [heads, T, head_dim]; rotate_half pairs element i with i + head_dim/2."""
-    half = x.shape[-1] // 2
-    rot = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
-    return x * cos + rot * sin
-
-
-def attention_mask(T: int, window: int) -> np.ndarray:
-    """True where query i may attend to key j."""
-    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
-    ok = j <= i
-    if window:
-        ok &= (i - j) < window
-    return ok
 
 
 def layer_schedule(cfg: dict[str, Any]) -> tuple[list[int], list[bool]]:
@@ -163,7 +53,7 @@ def layer_schedule(cfg: dict[str, Any]) -> tuple[list[int], list[bool]]:
     use_rope = [True] * n
     if mt == "smollm3":
         flags = cfg.get("no_rope_layers")
-        if flags is None:      # a 1 means "uses RoPE"; every interval-th layer is NoPE
+        if flags is None:  # a 1 means "uses RoPE"; every interval-th layer is NoPE
             every = cfg.get("no_rope_layer_interval") or 4
             flags = [int((i + 1) % every != 0) for i in range(n)]
         use_rope = [flags[i] == 1 for i in range(n)]
@@ -171,49 +61,59 @@ def layer_schedule(cfg: dict[str, Any]) -> tuple[list[int], list[bool]]:
     kinds = cfg.get("layer_types")
     if kinds is None:
         if mt == "smollm3":
-            kinds = ["sliding_attention" if window is not None and not use_rope[i] else "full_attention"
-                     for i in range(n)]
+            kinds = [
+                "sliding_attention" if window is not None and not use_rope[i] else "full_attention"
+                for i in range(n)
+            ]
         else:
             first = cfg.get("max_window_layers", 28)
-            kinds = ["sliding_attention" if window is not None and i >= first else "full_attention"
-                     for i in range(n)]
+            kinds = [
+                "sliding_attention" if window is not None and i >= first else "full_attention"
+                for i in range(n)
+            ]
     windows = []
     for i in range(n):
         if kinds[i] == "sliding_attention" and not window:
-            raise ValueError(f"layer {i} is sliding_attention without use_sliding_window/sliding_window")
+            raise ValueError(
+                f"layer {i} is sliding_attention without use_sliding_window/sliding_window"
+            )
         windows.append(window if kinds[i] == "sliding_attention" else 0)
     return windows, use_rope
 
 
-def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None = None,
-            q8: set[str] | None = None, q4_rule: str | None = None,
-            act_quant: bool = False) -> np.ndarray:
-    with open(os.path.join(d, "config.json")) as f:
-        cfg = json.load(f)
+def forward(
+    d: str,
+    tokens: list[int],
+    dt: type = np.float32,
+    qtype: str | None = None,
+    q8: set[str] | None = None,
+    q4_rule: str | None = None,
+    act_quant: bool = False,
+) -> np.ndarray:
+    cfg = load_config(d)
     if act_quant and cfg.get("model_type") not in ("qwen3_5", "qwen3_5_text"):
         raise ValueError("--act-quant is implemented for the Qwen3.5 reference only")
-    if cfg.get("model_type") in ("gemma2", "gemma3_text", "gemma3"):   # Gemma 2/3: tools/ref_gemma.py
+    if cfg.get("model_type") in ("gemma2", "gemma3_text", "gemma3"):  # tools/ref_gemma.py
         import ref_gemma
+
         return ref_gemma.forward(d, tokens, dt, qtype, q8, q4_rule)
-    if cfg.get("model_type") in ("qwen3_5", "qwen3_5_text"):   # Qwen3.5/3.6: tools/ref_qwen35.py
+    if cfg.get("model_type") in ("qwen3_5", "qwen3_5_text"):  # tools/ref_qwen35.py
         import ref_qwen35
+
         return ref_qwen35.forward(d, tokens, dt, qtype, q8, q4_rule, act_quant)
-    q4_rule = q4_rule or "fit"
-    W = Weights(d, dt, qtype, q8 if q8 is not None else {"embd", "output"}, q4_rule)
+    W = Weights(d, dt, qtype, q8, q4_rule or "fit")
     dim, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
     hd = cfg.get("head_dim") or (128 if cfg["model_type"] == "qwen3" else dim // nh)
     eps = cfg.get("rms_norm_eps", 1e-6)
     T = len(tokens)
     inv, attn_factor = inv_frequencies(cfg, hd)
-    ang = np.outer(np.arange(T, dtype=np.float64), inv)
-    cos = (np.cos(np.concatenate([ang, ang], -1)) * attn_factor).astype(dt)
-    sin = (np.sin(np.concatenate([ang, ang], -1)) * attn_factor).astype(dt)
+    cos, sin = cos_sin(np.outer(np.arange(T, dtype=np.float64), inv), dt, attn_factor)
     windows, use_rope = layer_schedule(cfg)
 
     def proj(x: np.ndarray, name: str, heads: int) -> np.ndarray:
         y = x @ W(name + ".weight").T
-        if name + ".bias" in W.ck.where:
+        if W.has(name + ".bias"):
             y = y + W(name + ".bias")
         return y.reshape(T, heads, hd).transpose(1, 0, 2)
 
@@ -230,22 +130,19 @@ def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None 
             k = rms_norm(k, W(p + "self_attn.k_norm.weight"), eps)
         if use_rope[layer]:
             q, k = rope(q, cos, sin), rope(k, cos, sin)
-        group = nh // nkv
-        k, v = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)
+        k, v = repeat_kv(k, v, nh)
         s = q @ k.transpose(0, 2, 1) / np.sqrt(dt(hd))
-        s = np.where(attention_mask(T, windows[layer]), s, -np.inf)
-        s = np.exp(s - s.max(-1, keepdims=True))
-        a = (s / s.sum(-1, keepdims=True)) @ v
+        a = attend(s, causal_mask(T, windows[layer]), v)
         h = h + a.transpose(1, 0, 2).reshape(T, nh * hd) @ W(p + "self_attn.o_proj.weight").T
         x = rms_norm(h, W(p + "post_attention_layernorm.weight"), eps)
         g = x @ W(p + "mlp.gate_proj.weight").T
         u = x @ W(p + "mlp.up_proj.weight").T
-        h = h + (g / (1 + np.exp(-g)) * u) @ W(p + "mlp.down_proj.weight").T
+        h = h + (silu(g) * u) @ W(p + "mlp.down_proj.weight").T
     x = rms_norm(h, W("model.norm.weight"), eps)
-    tied = cfg.get("tie_word_embeddings", cfg["model_type"] == "smollm3") or "lm_head.weight" not in W.ck.where
-    out = emb if tied else W("lm_head.weight")
+    tied = cfg.get("tie_word_embeddings", cfg["model_type"] == "smollm3")
+    out = emb if tied or not W.has("lm_head.weight") else W("lm_head.weight")
     logits = (x @ out.T).astype(np.float32)
-    W.ck.close()
+    W.close()
     return logits
 
 
@@ -255,22 +152,39 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tokens", required=True, help="comma-separated token ids")
     p.add_argument("--out", help="write logits [n_tokens, vocab] float32 .npy")
     p.add_argument("--f64", action="store_true", help="compute in float64")
-    p.add_argument("--quantized-weights", choices=["f16", "q8_0", "q4_0"],
-                   help="round-trip the weight matrices through this type first")
+    p.add_argument(
+        "--quantized-weights",
+        choices=["f16", "q8_0", "q4_0"],
+        help="round-trip the weight matrices through this type first",
+    )
     p.add_argument("--q8", default="embd,output", help="with q4_0: classes kept in q8_0")
-    p.add_argument("--q4-rule", choices=["fit", "round"], default=None,
-                   help="default: convert.py's (round for Gemma 3, fit otherwise)")
-    p.add_argument("--act-quant", action="store_true",
-                   help="with --quantized-weights q8_0/q4_0: also round the inputs of quantized "
-                        "matmuls to 8 bits per block of 32, as the runtime's dot products do "
-                        "(Qwen3.5 only)")
+    p.add_argument(
+        "--q4-rule",
+        choices=["fit", "round"],
+        default=None,
+        help="default: convert.py's (round for Gemma 3, fit otherwise)",
+    )
+    p.add_argument(
+        "--act-quant",
+        action="store_true",
+        help="with --quantized-weights q8_0/q4_0: also round the inputs of quantized "
+        "matmuls to 8 bits per block of 32, as the runtime's dot products do "
+        "(Qwen3.5 only)",
+    )
     p.add_argument("--top", type=int, default=5, help="top tokens to print per position")
     a = p.parse_args(argv)
     try:
         tokens = [int(t) for t in a.tokens.split(",") if t.strip()]
         q8 = {c.strip() for c in a.q8.split(",") if c.strip()}
-        logits = forward(a.hf_dir, tokens, np.float64 if a.f64 else np.float32,
-                         a.quantized_weights, q8, a.q4_rule, a.act_quant)
+        logits = forward(
+            a.hf_dir,
+            tokens,
+            np.float64 if a.f64 else np.float32,
+            a.quantized_weights,
+            q8,
+            a.q4_rule,
+            a.act_quant,
+        )
     except (OSError, ValueError, KeyError, st.SafetensorsError) as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         sys.exit(2)

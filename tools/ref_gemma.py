@@ -4,24 +4,27 @@ modeling_gemma2.py / modeling_gemma3.py / configuration_gemma{2,3}.py, independe
 tools/gemma.py (the converter side); it reads config.json and the safetensors directly.
 
   h = embed[tokens] * float32(sqrt(hidden_size))      (Gemma*ScaledWordEmbedding / normalizer)
-  per layer:  x = gnorm(h, w_in)                      gnorm(x, w) = x / sqrt(mean(x^2) + eps) * (1 + w)
+  per layer:  x = gnorm(h, w_in)                      gnorm(x, w) = x / rms(x) * (1 + w),
+                                                      rms(x) = sqrt(mean(x^2) + eps)
               q, k, v = x Wq^T, x Wk^T, x Wv^T        (per head, head_dim need not be dim/heads)
               Gemma 3: q, k = gnorm(q, w_qn), gnorm(k, w_kn) over head_dim
               q, k = rope(q), rope(k)                 Gemma 3: local layers rope_local_base_freq,
-                                                      default rope; global layers rope_theta + scaling
+                                                      default rope; global layers rope_theta
+                                                      and rope scaling
               s = q k^T * query_pre_attn_scalar^-0.5
               Gemma 2: s = cap * tanh(s / cap)        (attn_logit_softcapping, before the mask)
               a = softmax(s + mask) v;  mask: j <= i, and i - j < sliding_window on sliding layers
               h = h + gnorm(a Wo^T, w_post_attn)
-              x = gnorm(h, w_pre_ffn);  h = h + gnorm((gelu_tanh(x Wg^T) * (x Wu^T)) Wd^T, w_post_ffn)
+              x = gnorm(h, w_pre_ffn)
+              h = h + gnorm((gelu_tanh(x Wg^T) * (x Wu^T)) Wd^T, w_post_ffn)
   logits = gnorm(h, w_norm) W^T (W = embed when tied); Gemma2ForCausalLM / Gemma3ForCausalLM:
   logits = cap * tanh(logits / cap) with final_logit_softcapping. Gemma3ForConditionalGeneration
   applies no final cap and Gemma3Attention no attention cap (transformers passes no softcap there).
-Sliding layers: layer_types, else Gemma 2 even layers, Gemma 3 (i + 1) % sliding_window_pattern != 0.
+Sliding layers: layer_types, else Gemma 2 even layers, Gemma 3 (i + 1) % sliding_window_pattern
+!= 0.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -30,21 +33,41 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import quant  # noqa: E402
-import safetensors_io as st  # noqa: E402
+from ref_common import Weights, attend, causal_mask, cos_sin, inv_frequencies  # noqa: E402
+from ref_common import load_config, repeat_kv, rms_norm, rope  # noqa: E402
 
 MODEL_TYPES = ("gemma2", "gemma3_text", "gemma3")
-MATRIX_CLASS = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate",
-                "up_proj": "up", "down_proj": "down", "embed_tokens": "embd", "lm_head": "output"}
 # Config class defaults (Gemma2Config, Gemma3TextConfig) for the keys read here.
-G2 = dict(head_dim=256, rms_norm_eps=1e-6, rope_theta=10000.0, query_pre_attn_scalar=256,
-          sliding_window=4096, final_logit_softcapping=30.0, attn_logit_softcapping=50.0,
-          tie_word_embeddings=True, max_position_embeddings=8192, num_attention_heads=8,
-          num_key_value_heads=4, vocab_size=256000)
-G3 = dict(head_dim=256, rms_norm_eps=1e-6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
-          query_pre_attn_scalar=256, sliding_window=4096, final_logit_softcapping=None,
-          attn_logit_softcapping=None, tie_word_embeddings=True, max_position_embeddings=131072,
-          num_attention_heads=8, num_key_value_heads=4, vocab_size=262208, sliding_window_pattern=6)
+G2 = dict(
+    head_dim=256,
+    rms_norm_eps=1e-6,
+    rope_theta=10000.0,
+    query_pre_attn_scalar=256,
+    sliding_window=4096,
+    final_logit_softcapping=30.0,
+    attn_logit_softcapping=50.0,
+    tie_word_embeddings=True,
+    max_position_embeddings=8192,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+    vocab_size=256000,
+)
+G3 = dict(
+    head_dim=256,
+    rms_norm_eps=1e-6,
+    rope_theta=1000000.0,
+    rope_local_base_freq=10000.0,
+    query_pre_attn_scalar=256,
+    sliding_window=4096,
+    final_logit_softcapping=None,
+    attn_logit_softcapping=None,
+    tie_word_embeddings=True,
+    max_position_embeddings=131072,
+    num_attention_heads=8,
+    num_key_value_heads=4,
+    vocab_size=262208,
+    sliding_window_pattern=6,
+)
 
 
 def text_cfg(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -82,56 +105,44 @@ def rope_tables(t: dict[str, Any], gemma2: bool, hd: int) -> tuple[dict, dict]:
 
 def inv_freq(p: dict[str, Any], t: dict[str, Any], hd: int) -> tuple[np.ndarray, float]:
     """Inverse frequencies (one per pair) and the cos/sin factor of one rope dict."""
-    kind = p.get("rope_type", p.get("type", "default"))
-    base = float(p["rope_theta"])
-    plain = np.array([1.0 / base ** (2 * i / hd) for i in range(hd // 2)])
-    if kind == "default":
-        return plain, 1.0
-    if kind == "linear":
-        return plain / float(p["factor"]), 1.0
-    import ref_forward   # llama3 / yarn: the shared oracle formulas
-    fake = {"rope_scaling": p, "rope_theta": base, "max_position_embeddings": t["max_position_embeddings"],
-            "model_type": "gemma"}
-    return ref_forward.inv_frequencies(fake, hd)
+    fake = {
+        "rope_scaling": p,
+        "rope_theta": float(p["rope_theta"]),
+        "max_position_embeddings": t["max_position_embeddings"],
+        "model_type": "gemma",
+    }
+    return inv_frequencies(fake, hd)
 
 
 def gnorm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     """Gemma RMSNorm: (x / rms) * (1 + w), the (1 + w) formed in float32 as transformers does."""
-    scale = (np.float32(1.0) + w.astype(np.float32)).astype(x.dtype)
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * scale
+    return rms_norm(x, (np.float32(1.0) + w.astype(np.float32)).astype(x.dtype), eps)
 
 
 def gelu_tanh(x: np.ndarray) -> np.ndarray:
     c = x.dtype.type(math.sqrt(2.0 / math.pi))
-    return x.dtype.type(0.5) * x * (1 + np.tanh(c * (x + x.dtype.type(0.044715) * x ** 3)))
+    return x.dtype.type(0.5) * x * (1 + np.tanh(c * (x + x.dtype.type(0.044715) * x**3)))
 
 
-def rotate(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    h = x.shape[-1] // 2
-    return x * cos + np.concatenate([-x[..., h:], x[..., :h]], axis=-1) * sin
-
-
-def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None = None,
-            q8: set[str] | None = None, q4_rule: str | None = None) -> np.ndarray:
-    with open(os.path.join(d, "config.json")) as f:
-        cfg = json.load(f)
+def forward(
+    d: str,
+    tokens: list[int],
+    dt: type = np.float32,
+    qtype: str | None = None,
+    q8: set[str] | None = None,
+    q4_rule: str | None = None,
+) -> np.ndarray:
+    cfg = load_config(d)
     mt = cfg["model_type"]
     gemma2 = mt == "gemma2"
     t = text_cfg(cfg)
-    q8 = {"embd", "output"} if q8 is None else q8
-    q4_rule = q4_rule or ("fit" if gemma2 else "round")
-    ck = st.Checkpoint(d)
-    names = set(ck.names())
-    base = next(b for b in ("language_model.model.", "model.language_model.", "model.")
-                if b + "embed_tokens.weight" in names)
+    W = Weights(d, dt, qtype, q8, q4_rule or ("fit" if gemma2 else "round"))
+    base = next(
+        b
+        for b in ("language_model.model.", "model.language_model.", "model.")
+        if W.has(b + "embed_tokens.weight")
+    )
     head = "language_model.lm_head.weight" if base == "language_model.model." else "lm_head.weight"
-
-    def W(name: str) -> np.ndarray:
-        w = ck.get(name)
-        cls = MATRIX_CLASS.get(name.split(".")[-2])
-        if qtype and cls and w.ndim == 2:
-            w = quant.round_trip(w, "q8_0" if qtype == "q4_0" and cls in q8 else qtype, q4_rule)
-        return w
 
     dim, nh = t["hidden_size"], t["num_attention_heads"]
     nkv = t.get("num_key_value_heads") or nh
@@ -143,50 +154,46 @@ def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None 
     tables = {}
     for key, p in (("global", g_rope), ("local", l_rope)):
         inv, factor = inv_freq(p, t, hd)
-        ang = np.outer(np.arange(T, dtype=np.float64), inv)
-        ang = np.concatenate([ang, ang], axis=-1)
-        tables[key] = ((np.cos(ang) * factor).astype(dt), (np.sin(ang) * factor).astype(dt))
+        tables[key] = cos_sin(np.outer(np.arange(T, dtype=np.float64), inv), dt, factor)
     scale = dt(t.get("query_pre_attn_scalar") or 256) ** dt(-0.5)
     attn_cap = t.get("attn_logit_softcapping") if gemma2 else None
     final_cap = t.get("final_logit_softcapping") if mt != "gemma3" else None
-    i_idx, j_idx = np.arange(T)[:, None], np.arange(T)[None, :]
 
     emb = W(base + "embed_tokens.weight")
-    h = emb[np.asarray(tokens)].astype(dt) * dt(np.float32(math.sqrt(dim)))
+    h = emb[np.asarray(tokens)] * dt(np.float32(math.sqrt(dim)))
     for L in range(t["num_hidden_layers"]):
         p = f"{base}layers.{L}."
-        x = gnorm(h, ck.get(p + "input_layernorm.weight"), eps)
+        x = gnorm(h, W(p + "input_layernorm.weight"), eps)
 
         def heads(name: str, n: int) -> np.ndarray:
-            return (x @ W(p + f"self_attn.{name}.weight").T.astype(dt)).reshape(T, n, hd).transpose(1, 0, 2)
+            y = x @ W(p + f"self_attn.{name}.weight").T
+            return y.reshape(T, n, hd).transpose(1, 0, 2)
+
         q, k, v = heads("q_proj", nh), heads("k_proj", nkv), heads("v_proj", nkv)
         if not gemma2:
-            q = gnorm(q, ck.get(p + "self_attn.q_norm.weight"), eps)
-            k = gnorm(k, ck.get(p + "self_attn.k_norm.weight"), eps)
+            q = gnorm(q, W(p + "self_attn.q_norm.weight"), eps)
+            k = gnorm(k, W(p + "self_attn.k_norm.weight"), eps)
         cos, sin = tables["local" if slide[L] and not gemma2 else "global"]
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        k, v = np.repeat(k, nh // nkv, axis=0), np.repeat(v, nh // nkv, axis=0)
+        q, k = rope(q, cos, sin), rope(k, cos, sin)
+        k, v = repeat_kv(k, v, nh)
         s = (q @ k.transpose(0, 2, 1)) * scale
         if attn_cap:
             s = dt(attn_cap) * np.tanh(s / dt(attn_cap))
-        ok = j_idx <= i_idx
-        if slide[L]:
-            ok = ok & (i_idx - j_idx < t["sliding_window"])
-        s = np.where(ok, s, -np.inf)
-        s = np.exp(s - s.max(-1, keepdims=True))
-        a = (s / s.sum(-1, keepdims=True)) @ v
-        o = a.transpose(1, 0, 2).reshape(T, nh * hd) @ W(p + "self_attn.o_proj.weight").T.astype(dt)
-        h = h + gnorm(o, ck.get(p + "post_attention_layernorm.weight"), eps)
-        x = gnorm(h, ck.get(p + "pre_feedforward_layernorm.weight"), eps)
-        g = x @ W(p + "mlp.gate_proj.weight").T.astype(dt)
-        u = x @ W(p + "mlp.up_proj.weight").T.astype(dt)
-        m = (gelu_tanh(g) * u) @ W(p + "mlp.down_proj.weight").T.astype(dt)
-        h = h + gnorm(m, ck.get(p + "post_feedforward_layernorm.weight"), eps)
-    x = gnorm(h, ck.get(base + "norm.weight"), eps)
-    tied = t.get("tie_word_embeddings", True) and (mt != "gemma3" or cfg.get("tie_word_embeddings", True))
-    out = emb if tied or head not in names else W(head)
-    logits = x @ out.T.astype(dt)
+        a = attend(s, causal_mask(T, t["sliding_window"] if slide[L] else 0), v)
+        o = a.transpose(1, 0, 2).reshape(T, nh * hd) @ W(p + "self_attn.o_proj.weight").T
+        h = h + gnorm(o, W(p + "post_attention_layernorm.weight"), eps)
+        x = gnorm(h, W(p + "pre_feedforward_layernorm.weight"), eps)
+        g = x @ W(p + "mlp.gate_proj.weight").T
+        u = x @ W(p + "mlp.up_proj.weight").T
+        m = (gelu_tanh(g) * u) @ W(p + "mlp.down_proj.weight").T
+        h = h + gnorm(m, W(p + "post_feedforward_layernorm.weight"), eps)
+    x = gnorm(h, W(base + "norm.weight"), eps)
+    tied = t.get("tie_word_embeddings", True) and (
+        mt != "gemma3" or cfg.get("tie_word_embeddings", True)
+    )
+    out = emb if tied or not W.has(head) else W(head)
+    logits = x @ out.T
     if final_cap:
         logits = dt(final_cap) * np.tanh(logits / dt(final_cap))
-    ck.close()
+    W.close()
     return logits.astype(np.float32)

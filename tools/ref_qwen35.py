@@ -24,19 +24,18 @@ RECURRENT definition (torch_recurrent_gated_delta_rule), one token at a time:
 """
 from __future__ import annotations
 
-import json
 import os
-from typing import Any
+import sys
+from typing import Any, Callable
 
 import numpy as np
 
-import quant
-import safetensors_io as st
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import quant  # noqa: E402
+from ref_common import Weights, attend, causal_mask, cos_sin, load_config, repeat_kv  # noqa: E402
+from ref_common import rms_norm, rope, sigmoid, silu  # noqa: E402
 
-CLASS_OF = {"q_proj": "q", "k_proj": "k", "v_proj": "v", "o_proj": "o", "gate_proj": "gate",
-            "up_proj": "up", "down_proj": "down", "embed_tokens": "embd", "lm_head": "output",
-            "in_proj_qkv": "ssm_in", "in_proj_z": "ssm_in", "in_proj_a": "ssm_ab", "in_proj_b": "ssm_ab",
-            "out_proj": "ssm_out"}
+Matmul = Callable[..., np.ndarray]
 
 
 def _text(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -46,103 +45,91 @@ def _text(cfg: dict[str, Any]) -> dict[str, Any]:
     return t
 
 
-def forward(d: str, tokens: list[int], dt: type = np.float32, qtype: str | None = None,
-            q8: set[str] | None = None, q4_rule: str | None = None,
-            act_quant: bool = False) -> np.ndarray:
+def forward(
+    d: str,
+    tokens: list[int],
+    dt: type = np.float32,
+    qtype: str | None = None,
+    q8: set[str] | None = None,
+    q4_rule: str | None = None,
+    act_quant: bool = False,
+) -> np.ndarray:
     """act_quant (with qtype q8_0/q4_0): the inputs of the quantized matmuls go through
     quant.act_round_trip, as the runtime's 8-bit dot products see them."""
-    with open(os.path.join(d, "config.json")) as f:
-        cfg = _text(json.load(f))
-    q8 = q8 if q8 is not None else {"embd", "output"}
-    ck = st.Checkpoint(d)
-    base = "model.language_model." if "model.language_model.embed_tokens.weight" in ck.where else "model."
-
-    def wtype(name: str) -> str | None:
-        """The type the matrix `name` goes through with --quantized-weights (None: kept)."""
-        cls = CLASS_OF.get(name.split(".")[-2])
-        if not (qtype and cls):
-            return None
-        return "q8_0" if qtype == "q4_0" and cls in q8 else qtype
-
-    def W(name: str) -> np.ndarray:
-        w = ck.get(name)
-        t = wtype(name)
-        if t and w.ndim == 2:
-            w = quant.round_trip(w, t, q4_rule or "fit")
-        return w.astype(dt)
+    cfg = _text(load_config(d))
+    W = Weights(d, dt, qtype, q8, q4_rule or "fit")
+    base = (
+        "model.language_model." if W.has("model.language_model.embed_tokens.weight") else "model."
+    )
 
     def mm(x: np.ndarray, name: str, w: np.ndarray | None = None) -> np.ndarray:
         """x W^T for the weight `name` (or its already loaded matrix w)."""
         w = W(name) if w is None else w
-        if act_quant and wtype(name) in ("q8_0", "q4_0"):
+        if act_quant and W.wtype(name) in ("q8_0", "q4_0"):
             x = quant.act_round_trip(x).astype(dt)
         return x @ w.T
 
     n = cfg["num_hidden_layers"]
     nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg.get("head_dim", 256)
     eps = cfg.get("rms_norm_eps", 1e-6)
-    types = cfg.get("layer_types") or ["full_attention" if (i + 1) % cfg.get("full_attention_interval", 4) == 0
-                                       else "linear_attention" for i in range(n)]
+    every = cfg.get("full_attention_interval", 4)
+    types = cfg.get("layer_types") or [
+        "full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(n)
+    ]
     rp = cfg.get("rope_parameters") or {}
     theta = rp.get("rope_theta", cfg.get("rope_theta", 10000.0))
     rot = int(hd * rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 0.25)))
     T = len(tokens)
-    inv = (1.0 / theta ** (np.arange(0, rot, 2, dtype=np.int64).astype(np.float32) / rot)).astype(np.float32)
-    ang = np.outer(np.arange(T, dtype=np.float32), inv).astype(np.float32)   # float32 as transformers
-    cos = np.cos(np.concatenate([ang, ang], -1)).astype(dt)
-    sin = np.sin(np.concatenate([ang, ang], -1)).astype(dt)
+    inv = 1.0 / theta ** (np.arange(0, rot, 2, dtype=np.int64).astype(np.float32) / rot)
+    inv = inv.astype(np.float32)
+    ang = np.outer(np.arange(T, dtype=np.float32), inv).astype(
+        np.float32
+    )  # float32 as transformers
+    cos, sin = cos_sin(ang, dt)
 
-    def rms(x: np.ndarray, w: np.ndarray, plus_one: bool = True) -> np.ndarray:
-        y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
-        return y * ((1 + w) if plus_one else w)
-
-    def silu(x: np.ndarray) -> np.ndarray:
-        return x / (1 + np.exp(-x))
+    def norm1(x: np.ndarray, w: np.ndarray) -> np.ndarray:  # zero-centered: (1 + w)
+        return rms_norm(x, 1 + w, eps)
 
     emb = W(base + "embed_tokens.weight")
     h = emb[np.asarray(tokens)].astype(dt)
     for i in range(n):
         p = f"{base}layers.{i}."
-        x = rms(h, W(p + "input_layernorm.weight"))
+        x = norm1(h, W(p + "input_layernorm.weight"))
         if types[i] == "linear_attention":
-            out = _delta_layer(cfg, W, mm, p + "linear_attn.", x, eps, dt, silu)
+            out = _delta_layer(cfg, W, mm, p + "linear_attn.", x, eps, dt)
         else:
             a = p + "self_attn."
             qg = mm(x, a + "q_proj.weight").reshape(T, nh, 2 * hd)
             q, gate = qg[..., :hd], qg[..., hd:].reshape(T, nh * hd)
             k = mm(x, a + "k_proj.weight").reshape(T, nkv, hd)
             v = mm(x, a + "v_proj.weight").reshape(T, nkv, hd)
-            q = rms(q, W(a + "q_norm.weight")).transpose(1, 0, 2)
-            k = rms(k, W(a + "k_norm.weight")).transpose(1, 0, 2)
+            q = norm1(q, W(a + "q_norm.weight")).transpose(1, 0, 2)
+            k = norm1(k, W(a + "k_norm.weight")).transpose(1, 0, 2)
             v = v.transpose(1, 0, 2)
-
-            def rope(t: np.ndarray) -> np.ndarray:
-                r, rest = t[..., :rot], t[..., rot:]
-                half = rot // 2
-                rh = np.concatenate([-r[..., half:], r[..., :half]], axis=-1)
-                return np.concatenate([r * cos + rh * sin, rest], axis=-1)
-            q, k = rope(q), rope(k)
-            k, v = np.repeat(k, nh // nkv, axis=0), np.repeat(v, nh // nkv, axis=0)
+            q, k = rope(q, cos, sin, rot), rope(k, cos, sin, rot)
+            k, v = repeat_kv(k, v, nh)
             s = q @ k.transpose(0, 2, 1) / np.sqrt(dt(hd))
-            s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
-            s = np.exp(s - s.max(-1, keepdims=True))
-            att = ((s / s.sum(-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(T, nh * hd)
-            out = mm(att * (1 / (1 + np.exp(-gate))), a + "o_proj.weight")
+            att = attend(s, causal_mask(T), v).transpose(1, 0, 2).reshape(T, nh * hd)
+            out = mm(att * sigmoid(gate), a + "o_proj.weight")
         h = h + out
-        x = rms(h, W(p + "post_attention_layernorm.weight"))
+        x = norm1(h, W(p + "post_attention_layernorm.weight"))
         g = mm(x, p + "mlp.gate_proj.weight")
         u = mm(x, p + "mlp.up_proj.weight")
         h = h + mm(silu(g) * u, p + "mlp.down_proj.weight")
-    x = rms(h, W(base + "norm.weight"))
-    tied = cfg.get("tie_word_embeddings", False) or "lm_head.weight" not in ck.where
-    logits = mm(x, base + "embed_tokens.weight", emb) if tied else mm(x, "lm_head.weight")
+    x = norm1(h, W(base + "norm.weight"))
+    tied = cfg.get("tie_word_embeddings", False) or not W.has("lm_head.weight")
+    if tied:
+        logits = mm(x, base + "embed_tokens.weight", emb)
+    else:
+        logits = mm(x, "lm_head.weight")
     logits = logits.astype(np.float32)
-    ck.close()
+    W.close()
     return logits
 
 
-def gated_delta_recurrent(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray,
-                          beta: np.ndarray) -> np.ndarray:
+def gated_delta_recurrent(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.ndarray, beta: np.ndarray
+) -> np.ndarray:
     """q, k [T, H, dk] (normalized, q scaled), v [T, H, dv], g, beta [T, H] -> o [T, H, dv], from a
     zero state, one token at a time (torch_recurrent_gated_delta_rule)."""
     T, H, dk = k.shape
@@ -157,29 +144,33 @@ def gated_delta_recurrent(q: np.ndarray, k: np.ndarray, v: np.ndarray, g: np.nda
     return o
 
 
-def _delta_layer(cfg: dict[str, Any], W: Any, mm: Any, a: str, x: np.ndarray, eps: float, dt: type, silu: Any) -> np.ndarray:
+def _delta_layer(
+    cfg: dict[str, Any], W: Weights, mm: Matmul, a: str, x: np.ndarray, eps: float, dt: type
+) -> np.ndarray:
     T = x.shape[0]
     nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
-    dk, dv, K = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"]
-    mixed = mm(x, a + "in_proj_qkv.weight")                       # [T, C]
+    dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
+    K = cfg["linear_conv_kernel_dim"]
+    mixed = mm(x, a + "in_proj_qkv.weight")  # [T, C]
     z = mm(x, a + "in_proj_z.weight").reshape(T, nv, dv)
-    b = mm(x, a + "in_proj_b.weight")                             # [T, nv]
+    b = mm(x, a + "in_proj_b.weight")  # [T, nv]
     alpha = mm(x, a + "in_proj_a.weight")
-    w = W(a + "conv1d.weight").reshape(mixed.shape[1], K)            # [C, 1, K] -> [C, K]
+    w = W(a + "conv1d.weight").reshape(mixed.shape[1], K)  # [C, 1, K] -> [C, K]
     padded = np.concatenate([np.zeros((K - 1, mixed.shape[1]), dtype=dt), mixed], axis=0)
-    conv = sum(padded[j:j + T] * w[:, j] for j in range(K))         # out[t] = sum_j w[j] x[t-K+1+j]
+    conv = sum(padded[j : j + T] * w[:, j] for j in range(K))  # out[t] = sum_j w[j] x[t-K+1+j]
     conv = silu(conv)
-    q = conv[:, :nk * dk].reshape(T, nk, dk)
-    k = conv[:, nk * dk:2 * nk * dk].reshape(T, nk, dk)
-    v = conv[:, 2 * nk * dk:].reshape(T, nv, dv)
+    q = conv[:, : nk * dk].reshape(T, nk, dk)
+    k = conv[:, nk * dk : 2 * nk * dk].reshape(T, nk, dk)
+    v = conv[:, 2 * nk * dk :].reshape(T, nv, dv)
     q = q / np.sqrt((q * q).sum(-1, keepdims=True) + 1e-6)
     k = k / np.sqrt((k * k).sum(-1, keepdims=True) + 1e-6)
-    q, k = np.repeat(q, nv // nk, axis=1), np.repeat(k, nv // nk, axis=1)   # head j*r+i uses key head j
+    # value head j*r+i uses key head j
+    q, k = np.repeat(q, nv // nk, axis=1), np.repeat(k, nv // nk, axis=1)
     q = q / np.sqrt(dt(dk))
-    beta = 1 / (1 + np.exp(-b))
+    beta = sigmoid(b)
     A = np.exp(W(a + "A_log").astype(np.float32)).astype(dt)
     sp = alpha + W(a + "dt_bias")
-    g = -A * np.where(sp > 20, sp, np.log1p(np.exp(np.minimum(sp, 20))))      # softplus (threshold 20)
+    g = -A * np.where(sp > 20, sp, np.log1p(np.exp(np.minimum(sp, 20))))  # softplus (threshold 20)
     o = gated_delta_recurrent(q, k, v, g, beta)
-    o = o / np.sqrt(np.mean(o * o, axis=-1, keepdims=True) + eps) * W(a + "norm.weight") * silu(z)
+    o = rms_norm(o, W(a + "norm.weight"), eps) * silu(z)
     return mm(o.reshape(T, nv * dv), a + "out_proj.weight")

@@ -16,8 +16,18 @@ from typing import Iterator
 
 import numpy as np
 
-NP_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8", "I32": "<i4",
-             "I64": "<i8", "I8": "i1", "U8": "u1", "I16": "<i2", "BOOL": "?"}
+NP_DTYPES = {
+    "F32": "<f4",
+    "F16": "<f2",
+    "BF16": "<u2",
+    "F64": "<f8",
+    "I32": "<i4",
+    "I64": "<i8",
+    "I8": "i1",
+    "U8": "u1",
+    "I16": "<i2",
+    "BOOL": "?",
+}
 
 
 class SafetensorsError(Exception):
@@ -40,10 +50,10 @@ def f32_to_bf16(x: np.ndarray) -> np.ndarray:
 @dataclass
 class TensorInfo:
     name: str
-    dtype: str          # safetensors dtype name: F32, F16, BF16, ...
+    dtype: str  # safetensors dtype name: F32, F16, BF16, ...
     shape: tuple[int, ...]
     path: str
-    begin: int          # absolute byte offset in the file
+    begin: int  # absolute byte offset in the file
     end: int
 
 
@@ -78,7 +88,9 @@ class SafetensorsFile:
         dt = np.dtype(NP_DTYPES[t.dtype])
         count = (t.end - t.begin) // dt.itemsize
         if count != int(np.prod(t.shape, dtype=np.int64)):
-            raise SafetensorsError(f"{self.path}: tensor '{name}' size does not match shape {t.shape}")
+            raise SafetensorsError(
+                f"{self.path}: tensor '{name}' size does not match shape {t.shape}"
+            )
         return np.frombuffer(self._mm, dtype=dt, count=count, offset=t.begin).reshape(t.shape)
 
     def get(self, name: str, rows: slice | None = None) -> np.ndarray:
@@ -143,9 +155,12 @@ def _encode(a: np.ndarray, dtype: str) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=NP_DTYPES[dtype])
 
 
-def save_file(path: str, tensors: dict[str, tuple[tuple[int, ...], str]],
-              chunks: Iterator[tuple[str, np.ndarray]],
-              metadata: dict[str, str] | None = None) -> None:
+def save_file(
+    path: str,
+    tensors: dict[str, tuple[tuple[int, ...], str]],
+    chunks: Iterator[tuple[str, np.ndarray]],
+    metadata: dict[str, str] | None = None,
+) -> None:
     """Write a safetensors file streaming: `tensors` gives name -> (shape, dtype) in file
     order; `chunks` yields (name, float array piece) in that order, row blocks concatenated."""
     header: dict = {"__metadata__": metadata} if metadata else {}

@@ -14,7 +14,6 @@ import pty
 import re
 import select
 import signal
-import sys
 import tempfile
 import time
 
@@ -50,7 +49,7 @@ def render(raw: str) -> str:
                 lines.append("")
         elif ch >= " " or ch == "\t":
             line = lines[row].ljust(col)
-            lines[row] = line[:col] + ch + line[col + 1:]
+            lines[row] = line[:col] + ch + line[col + 1 :]
             col += 1
     return "\n".join(lines)
 
@@ -92,7 +91,9 @@ class Term:
             if m:
                 return m
             if time.time() > end or (self.status is not None):
-                raise AssertionError(f"timed out waiting for {pattern!r}; screen:\n{self.text()[-3000:]}")
+                raise AssertionError(
+                    f"timed out waiting for {pattern!r}; screen:\n{self.text()[-3000:]}"
+                )
             self._read(0.05)
             self._reap(block=False)
 
@@ -137,7 +138,9 @@ def case_interrupt_reply(a, home: str) -> None:
     t.send(CTRL_C)
     t.expect(r"reply interrupted.*\n> $", timeout=10, start=mark)
     assert t.alive(), "ml_run died on Ctrl-C during a reply"
-    first = re.search(r"prompt: (\d+) tokens \(0 cached\).*?generated: (\d+) tokens", t.text(mark), re.S)
+    first = re.search(
+        r"prompt: (\d+) tokens \(0 cached\).*?generated: (\d+) tokens", t.text(mark), re.S
+    )
     assert first and int(first.group(2)) > 0, t.text(mark)[-1000:]
     # The next turn continues the same conversation: its prompt starts with the first message
     # (reused from the cache) and holds the interrupted reply (re-tokenized from its text).
@@ -169,8 +172,23 @@ def case_interrupt_oneshot(a, home: str) -> None:
 def case_full_context(a, home: str) -> None:
     """A 64-token context fills after a few turns; the oldest exchanges are dropped (the
     system prompt kept) and every later turn still gets a reply."""
-    t = Term(ml_run(a, "--chat", "llama3", "-c", "64", "-n", "8", "--temp", "0", "-v",
-                    "--system", "Be brief."), home)
+    t = Term(
+        ml_run(
+            a,
+            "--chat",
+            "llama3",
+            "-c",
+            "64",
+            "-n",
+            "8",
+            "--temp",
+            "0",
+            "-v",
+            "--system",
+            "Be brief.",
+        ),
+        home,
+    )
     t.expect(r"\n> $")
     replies = 0
     for i in range(8):
@@ -196,12 +214,17 @@ def case_commands(a, home: str) -> None:
     """Slash commands, a multi-line message, and line history across runs."""
     t = Term(ml_run(a, "--chat", "llama3", "-n", "4", "--temp", "0", "-v"), home)
     t.expect(r"\n> $")
-    for cmd, want in (("/help", r"/clear.*/bye"), ("/set top-k 5", r"\n> $"),
-                      ("/set temp abc", r"/set temp: .*not a number"),
-                      ("/set top-p 2", r"outside \[0, 1\]"), ("/set nonsense 1", r"unknown setting"),
-                      ("/show", r"top-k 5 "), ("/frobnicate", r"unknown command /frobnicate"),
-                      ("/set system You are terse.", r"system prompt set"),
-                      ("/clear", r"conversation cleared")):
+    for cmd, want in (
+        ("/help", r"/clear.*/bye"),
+        ("/set top-k 5", r"\n> $"),
+        ("/set temp abc", r"/set temp: .*not a number"),
+        ("/set top-p 2", r"outside \[0, 1\]"),
+        ("/set nonsense 1", r"unknown setting"),
+        ("/show", r"top-k 5 "),
+        ("/frobnicate", r"unknown command /frobnicate"),
+        ("/set system You are terse.", r"system prompt set"),
+        ("/clear", r"conversation cleared"),
+    ):
         mark = len(t.out)
         t.send(cmd + "\r")
         t.expect(want + r".*\n> $" if not want.endswith("$") else want, start=mark)
@@ -238,12 +261,19 @@ def case_eof(a, home: str) -> None:
     print("ok: Ctrl-D quits")
 
 
-CASES = {"interrupt_reply": case_interrupt_reply, "interrupt_oneshot": case_interrupt_oneshot,
-         "full_context": case_full_context, "commands": case_commands, "eof": case_eof}
+CASES = {
+    "interrupt_reply": case_interrupt_reply,
+    "interrupt_oneshot": case_interrupt_oneshot,
+    "full_context": case_full_context,
+    "commands": case_commands,
+    "eof": case_eof,
+}
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--bin", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("cases", nargs="*", default=list(CASES))

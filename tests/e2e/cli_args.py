@@ -34,25 +34,46 @@ def must(cmd: list[str], **kw) -> subprocess.CompletedProcess:
 def check_refusals(ml_run: list[str], tmp: str) -> list[str]:
     failures = []
     cases = [  # (arguments, a word the one error line must contain)
-        (["-t", "1000"], "--threads"), (["-t", "-2"], "--threads"),
-        (["--repeat-penalty", "0"], "--repeat-penalty"), (["--repeat-penalty", "-1"], "--repeat-penalty"),
-        (["--top-p", "1.5"], "--top-p"), (["--top-p", "-1"], "--top-p"), (["--top-k", "-3"], "--top-k"),
-        (["--temp", "nan"], "--temp"), (["--temp", "inf"], "--temp"), (["--temp", "-1"], "--temp"),
-        (["--min-p", "2"], "--min-p"), (["-n", "-5"], "--n-predict"), (["-c", "-1"], "--ctx"),
-        (["-b", "0"], "--batch"), (["-s", "x"], "--seed"), (["--bogus"], "--bogus"),
-        (["-f", tmp], "directory"), (["-f", os.path.join(tmp, "missing.txt")], "missing.txt"),
-        (["-p", "a", "-f", "-"], "excludes"), (["-p", "a", "--system", "s"], "--chat"),
-        (["-p", "a", "-sys", "s"], "--chat"), (["-p", "a", "--think", "hide"], "--chat"),
+        (["-t", "1000"], "--threads"),
+        (["-t", "-2"], "--threads"),
+        (["--repeat-penalty", "0"], "--repeat-penalty"),
+        (["--repeat-penalty", "-1"], "--repeat-penalty"),
+        (["--top-p", "1.5"], "--top-p"),
+        (["--top-p", "-1"], "--top-p"),
+        (["--top-k", "-3"], "--top-k"),
+        (["--temp", "nan"], "--temp"),
+        (["--temp", "inf"], "--temp"),
+        (["--temp", "-1"], "--temp"),
+        (["--min-p", "2"], "--min-p"),
+        (["-n", "-5"], "--n-predict"),
+        (["-c", "-1"], "--ctx"),
+        (["-b", "0"], "--batch"),
+        (["-s", "x"], "--seed"),
+        (["--bogus"], "--bogus"),
+        (["-f", tmp], "directory"),
+        (["-f", os.path.join(tmp, "missing.txt")], "missing.txt"),
+        (["-p", "a", "-f", "-"], "excludes"),
+        (["-p", "a", "--system", "s"], "--chat"),
+        (["-p", "a", "-sys", "s"], "--chat"),
+        (["-p", "a", "--think", "hide"], "--chat"),
         (["-p", "a", "--chat", "nope"], "unknown chat template"),
-        (["--logits", "x.npy", "-p", "a"], "--tokens"), ([], "give a prompt"),
+        (["--logits", "x.npy", "-p", "a"], "--tokens"),
+        ([], "give a prompt"),
         (["-p", "a", "--think", "maybe", "--chat", "auto"], "--think"),
     ]
     for args, word in cases:
-        r = run(ml_run + args + ([] if "-p" in args or "-f" in args or "--bogus" in args or not args
-                                 else ["-p", "a"]))
+        r = run(
+            ml_run
+            + args
+            + ([] if "-p" in args or "-f" in args or "--bogus" in args or not args else ["-p", "a"])
+        )
         lines = r.stderr.strip().splitlines()
-        ok = (r.returncode == 2 and len(lines) == 1 and lines[0].startswith("ml_run: error:")
-              and word in lines[0])
+        ok = (
+            r.returncode == 2
+            and len(lines) == 1
+            and lines[0].startswith("ml_run: error:")
+            and word in lines[0]
+        )
         print(f"{'ok' if ok else 'FAIL'}: {args}: rc={r.returncode} {r.stderr.strip()!r}")
         if not ok:
             failures.append(" ".join(args))
@@ -75,7 +96,17 @@ def check_ignore_eos(exe, work: str, tmp: str) -> None:
         json.dump(cfg, open(os.path.join(ck, name), "w"))
     eos_model = os.path.join(tmp, "llama-eos.mlb")
     src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    must([sys.executable, os.path.join(src, "tools", "convert.py"), ck, "-o", eos_model, "--quant", "f32"])
+    must(
+        [
+            sys.executable,
+            os.path.join(src, "tools", "convert.py"),
+            ck,
+            "-o",
+            eos_model,
+            "--quant",
+            "f32",
+        ]
+    )
     base = [exe("ml_run"), "-m", eos_model, "-p", "Hello", "-n", "6", "--temp", "0"]
     stopped = must(base).stderr
     assert "generated: 0 tokens" in stopped, stopped
@@ -98,14 +129,18 @@ def main() -> None:
             if not os.path.exists(exe(name)):
                 continue
             r = run([exe(name), "--version"])
-            ok = r.returncode == 0 and re.fullmatch(rf"{name} \S+ \(commit \S+; ISA \w+; .+\)\n", r.stdout)
+            ok = r.returncode == 0 and re.fullmatch(
+                rf"{name} \S+ \(commit \S+; ISA \w+; .+\)\n", r.stdout
+            )
             print(f"{'ok' if ok else 'FAIL'}: {name} --version: {r.stdout!r}")
             if not ok:
                 failures.append(f"{name} --version")
         for name, args in (("ml_bench", ["-m", model, "--nope"]), ("ml_tok", [model, "--nope"])):
             r = run([exe(name)] + args)
             lines = r.stderr.strip().splitlines()
-            if not (r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"{name}: error:")):
+            if not (
+                r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"{name}: error:")
+            ):
                 failures.append(f"{name} parse error: {r.returncode} {r.stderr!r}")
 
         # ml_run --info is ml_tok's dump (checked against the file in e2e.info.*); a bad file is
@@ -124,32 +159,53 @@ def main() -> None:
 
         # Stop strings: the greedy text cut just before the first occurrence of the stop string.
         full = must(ml_run + ["-p", "Hello", "-n", "24", "--temp", "0", "-q"]).stdout
-        reply = full[len("Hello"):].rstrip("\n")
-        stop = reply[len(reply) // 2:len(reply) // 2 + 3]
+        reply = full[len("Hello") :].rstrip("\n")
+        stop = reply[len(reply) // 2 : len(reply) // 2 + 3]
         assert len(stop) == 3 and stop.strip(), repr(reply)
         cut = must(ml_run + ["-p", "Hello", "-n", "24", "--temp", "0", "-q", "--stop", stop]).stdout
-        assert cut == "Hello" + reply[:reply.index(stop)] + "\n", (cut, reply, stop)
+        assert cut == "Hello" + reply[: reply.index(stop)] + "\n", (cut, reply, stop)
 
         # --no-display-prompt prints the same completion without the prompt; -f - reads it.
-        bare = must(ml_run + ["-p", "Hello", "-n", "24", "--temp", "0", "-q", "--no-display-prompt"]).stdout
-        assert bare == full[len("Hello"):], (bare, full)
+        bare = must(
+            ml_run + ["-p", "Hello", "-n", "24", "--temp", "0", "-q", "--no-display-prompt"]
+        ).stdout
+        assert bare == full[len("Hello") :], (bare, full)
         piped = must(ml_run + ["-f", "-", "-n", "24", "--temp", "0", "-q"], input="Hello").stdout
         assert piped == full, (piped, full)
 
         # Seeds: random by default (printed by -v), and a printed seed replays the run.
-        runs = [must(ml_run + ["-p", "Hello", "-n", "24", "--temp", "1", "--top-k", "0", "-v"])
-                for _ in range(2)]
+        runs = [
+            must(ml_run + ["-p", "Hello", "-n", "24", "--temp", "1", "--top-k", "0", "-v"])
+            for _ in range(2)
+        ]
         seeds = [re.search(r"ml_run: seed (\d+)", r.stderr).group(1) for r in runs]
         assert seeds[0] != seeds[1] and runs[0].stdout != runs[1].stdout, seeds
-        again = must(ml_run + ["-p", "Hello", "-n", "24", "--temp", "1", "--top-k", "0",
-                               "-s", seeds[0]]).stdout
+        again = must(
+            ml_run + ["-p", "Hello", "-n", "24", "--temp", "1", "--top-k", "0", "-s", seeds[0]]
+        ).stdout
         assert again == runs[0].stdout, (again, runs[0].stdout)
 
         # One-shot chat (--chat X -p TEXT) answers as the first turn of an interactive chat.
-        once = must(ml_run + ["--chat", "llama3", "-sys", "Be brief.", "-p", "Hi there",
-                              "-n", "10", "--temp", "0", "-q"]).stdout
-        chat = must(ml_run + ["--chat", "llama3", "--system", "Be brief.", "-n", "10", "--temp", "0",
-                              "-q"], input="Hi there\n").stdout
+        once = must(
+            ml_run
+            + [
+                "--chat",
+                "llama3",
+                "-sys",
+                "Be brief.",
+                "-p",
+                "Hi there",
+                "-n",
+                "10",
+                "--temp",
+                "0",
+                "-q",
+            ]
+        ).stdout
+        chat = must(
+            ml_run + ["--chat", "llama3", "--system", "Be brief.", "-n", "10", "--temp", "0", "-q"],
+            input="Hi there\n",
+        ).stdout
         assert once.strip() and chat == once, (once, chat)
     if failures:
         raise SystemExit("FAILED: " + ", ".join(failures))

@@ -29,15 +29,24 @@ def metrics(ref: np.ndarray, test: np.ndarray) -> dict[str, float]:
     per_pos_rel = diff.max(axis=1) / np.maximum(np.abs(ref).max(axis=1), 1e-30)
     lr, lt = log_softmax(ref), log_softmax(test)
     kl = (np.exp(lr) * (lr - lt)).sum(axis=1)
-    return {"max_abs": float(diff.max()), "max_rel": float(per_pos_rel.max()),
-            "mean_kl": float(kl.mean()), "max_kl": float(kl.max()),
-            "top1": float((ref.argmax(1) == test.argmax(1)).mean()), "n": ref.shape[0]}
+    return {
+        "max_abs": float(diff.max()),
+        "max_rel": float(per_pos_rel.max()),
+        "mean_kl": float(kl.mean()),
+        "max_kl": float(kl.max()),
+        "top1": float((ref.argmax(1) == test.argmax(1)).mean()),
+        "n": ref.shape[0],
+    }
 
 
 def check(m: dict[str, float], a: argparse.Namespace) -> list[str]:
     fails = []
-    for key, lim in (("max_abs", a.max_abs), ("max_rel", a.max_rel), ("max_kl", a.max_kl),
-                     ("mean_kl", a.mean_kl)):
+    for key, lim in (
+        ("max_abs", a.max_abs),
+        ("max_rel", a.max_rel),
+        ("max_kl", a.max_kl),
+        ("mean_kl", a.mean_kl),
+    ):
         if lim is not None and not m[key] <= lim:
             fails.append(f"{key} {m[key]:.6g} > {lim:g}")
     if a.min_top1 is not None and not m["top1"] >= a.min_top1:
@@ -72,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         print("compare.py: FAIL: test logits contain NaN or Inf")
         return 1
     m = metrics(ref, test)
-    print(f"positions {m['n']}  max|d| {m['max_abs']:.6g}  max rel {m['max_rel']:.6g}  "
-          f"KL mean {m['mean_kl']:.6g} max {m['max_kl']:.6g}  top1 {m['top1']:.4f}")
+    print(
+        f"positions {m['n']}  max|d| {m['max_abs']:.6g}  max rel {m['max_rel']:.6g}  "
+        f"KL mean {m['mean_kl']:.6g} max {m['max_kl']:.6g}  top1 {m['top1']:.4f}"
+    )
     fails = check(m, a)
     if fails:
         print("compare.py: FAIL: " + "; ".join(fails))

@@ -23,7 +23,12 @@ import numpy as np
 
 import compare  # tests/e2e/compare.py, next to this script
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"))
+sys.path.insert(
+    0,
+    os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"
+    ),
+)
 import mlb as mlbfile  # noqa: E402  tools/mlb.py: the .mlb reader written from docs/format.md
 
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -47,15 +52,25 @@ MODELS = {
     "gemma2": ["--arch", "gemma2", "--seed", "31"],
     "gemma3": ["--arch", "gemma3", "--seed", "32"],
     "gemma3-vl": ["--arch", "gemma3-vl", "--seed", "33"],
-    "smollm2-linear": ["--arch", "smollm2", "--shape", "smollm2-tiny", "--rope", "linear",
-                       "--rope-factor", "2", "--seed", "26"],
+    "smollm2-linear": [
+        "--arch",
+        "smollm2",
+        "--shape",
+        "smollm2-tiny",
+        "--rope",
+        "linear",
+        "--rope-factor",
+        "2",
+        "--seed",
+        "26",
+    ],
     # Issue 5: Qwen3.5 (Gated DeltaNet + gated attention, image-text layout whose vision tower
     # and MTP head are skipped); qwen35-long has a 4096-row embedding so that its 600-token
     # prompt's logits stay small, for the prompt-length cases (prefill across batch chunks).
     "qwen35": ["--arch", "qwen3.5", "--seed", "51"],
     "qwen35-long": ["--arch", "qwen3.5", "--seed", "52", "--vocab", "4096"],
 }
-PROMPT_LEN = {"qwen35-long": 600}   # tokens of the reference prompt (default N_TOKENS)
+PROMPT_LEN = {"qwen35-long": 600}  # tokens of the reference prompt (default N_TOKENS)
 QUANTS = ["f32", "q8_0", "q4_0"]
 # Thresholds of issue 2. F32 is compared by the largest |Δ| relative to the largest |logit|
 # of each position.
@@ -63,9 +78,11 @@ LIMITS = {"f32": ["--max-rel", "1e-4"], "q8_0": ["--max-kl", "0.01"], "q4_0": ["
 # case_big past 7 tokens (see there): measured Q8_0 KL mean 0.013-0.016, max 0.037-0.060 at
 # 130-600 tokens (top-1 1.0); Q4_0 mean 0.013-0.016, max 0.028-0.034 (top-1 0.998); the
 # limits leave about 3x.
-BIG_LONG_LIMITS = {"f32": LIMITS["f32"],
-                   "q8_0": ["--mean-kl", "0.05", "--max-kl", "0.2", "--min-top1", "0.98"],
-                   "q4_0": ["--mean-kl", "0.05", "--max-kl", "0.2", "--min-top1", "0.98"]}
+BIG_LONG_LIMITS = {
+    "f32": LIMITS["f32"],
+    "q8_0": ["--mean-kl", "0.05", "--max-kl", "0.2", "--min-top1", "0.98"],
+    "q4_0": ["--mean-kl", "0.05", "--max-kl", "0.2", "--min-top1", "0.98"],
+}
 N_TOKENS = 40
 
 
@@ -108,15 +125,34 @@ def mlb(work: str, model: str, quant: str) -> str:
 
 def ml_run_logits(a, model: str, quant: str, extra: list[str], out: str) -> np.ndarray:
     ids = ",".join(map(str, prompt_ids(a.work, model)))
-    must([os.path.join(a.bin, "ml_run"), "-m", mlb(a.work, model, quant), "--tokens", ids,
-          "--logits", out] + extra)
+    must(
+        [
+            os.path.join(a.bin, "ml_run"),
+            "-m",
+            mlb(a.work, model, quant),
+            "--tokens",
+            ids,
+            "--logits",
+            out,
+        ]
+        + extra
+    )
     return np.load(out)
 
 
 def case_setup(a) -> None:
     os.makedirs(a.work, exist_ok=True)
-    must(["bash", os.path.join(SRC, "scripts", "fetch_tokenizers.sh"), "llama2", "llama3", "qwen3", "gemma3",
-          "qwen3_5"])
+    must(
+        [
+            "bash",
+            os.path.join(SRC, "scripts", "fetch_tokenizers.sh"),
+            "llama2",
+            "llama3",
+            "qwen3",
+            "gemma3",
+            "qwen3_5",
+        ]
+    )
     only = os.environ.get("KRAFLA_E2E_MODELS")
     for model, args in MODELS.items():
         if only and model not in only.split(","):
@@ -124,7 +160,10 @@ def case_setup(a) -> None:
         d = os.path.join(a.work, model)
         must(tool("gen_random.py") + args + ["-o", d])
         ids = ",".join(map(str, prompt_ids(a.work, model)))
-        must(tool("ref_forward.py") + [d, "--tokens", ids, "--out", os.path.join(a.work, f"{model}-ref.npy")])
+        must(
+            tool("ref_forward.py")
+            + [d, "--tokens", ids, "--out", os.path.join(a.work, f"{model}-ref.npy")]
+        )
         for q in QUANTS:
             must(tool("convert.py") + [d, "-o", mlb(a.work, model, q), "--quant", q])
 
@@ -132,8 +171,15 @@ def case_setup(a) -> None:
 def case_logits(a, model: str, quant: str) -> None:
     out = os.path.join(a.work, f"{model}-{quant}-krafla.npy")
     ml_run_logits(a, model, quant, ["-t", "2"], out)
-    r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"),
-              os.path.join(a.work, f"{model}-ref.npy"), out] + LIMITS[quant])
+    r = must(
+        [
+            PY,
+            os.path.join(SRC, "tests", "e2e", "compare.py"),
+            os.path.join(a.work, f"{model}-ref.npy"),
+            out,
+        ]
+        + LIMITS[quant]
+    )
     print(r.stdout)
 
 
@@ -146,8 +192,18 @@ def case_lengths(a, model: str, quant: str) -> None:
     ref = np.load(os.path.join(a.work, f"{model}-ref.npy"))
     for n, extra in ((1, []), (7, []), (130, []), (len(ids), []), (72, ["--batch", "1"])):
         out = os.path.join(a.work, f"{model}-{quant}-len{n}.npy")
-        must([os.path.join(a.bin, "ml_run"), "-m", mlb(a.work, model, quant), "--tokens",
-              ",".join(map(str, ids[:n])), "--logits", out] + extra)
+        must(
+            [
+                os.path.join(a.bin, "ml_run"),
+                "-m",
+                mlb(a.work, model, quant),
+                "--tokens",
+                ",".join(map(str, ids[:n])),
+                "--logits",
+                out,
+            ]
+            + extra
+        )
         # Named per quant: the three quants' cases run at once under ctest -j.
         part = os.path.join(a.work, f"{model}-{quant}-ref-len{n}.npy")
         np.save(part, ref[:n])
@@ -167,11 +223,22 @@ def case_actquant(a, model: str, quant: str) -> None:
     rels = []
     for tok in prompt_ids(a.work, model)[:8]:
         ref = os.path.join(a.work, f"{model}-{quant}-ref-actquant.npy")
-        must(tool("ref_forward.py") + [d, "--tokens", str(tok), "--out", ref, "--quantized-weights",
-                                       quant, "--act-quant"])
+        must(
+            tool("ref_forward.py")
+            + [d, "--tokens", str(tok), "--out", ref, "--quantized-weights", quant, "--act-quant"]
+        )
         out = os.path.join(a.work, f"{model}-{quant}-actquant-krafla.npy")
-        must([os.path.join(a.bin, "ml_run"), "-m", mlb(a.work, model, quant), "--tokens", str(tok),
-              "--logits", out])
+        must(
+            [
+                os.path.join(a.bin, "ml_run"),
+                "-m",
+                mlb(a.work, model, quant),
+                "--tokens",
+                str(tok),
+                "--logits",
+                out,
+            ]
+        )
         rels.append(compare.metrics(np.load(ref), np.load(out))["max_rel"])
     # The scalar build keeps ggml's f16 block scale for activations (the SIMD builds an f32 one,
     # as the reference does): up to 2^-11 of each block's scale, so a looser "agree".
@@ -181,8 +248,10 @@ def case_actquant(a, model: str, quant: str) -> None:
     print("max |d| / max |ref| per prompt: " + " ".join(f"{x:.2e}" for x in rels))
     close = sum(x <= agree for x in rels)
     if close < len(rels) // 2 + 1 or max(rels) > 2e-2:
-        raise SystemExit(f"FAILED: {close} of {len(rels)} prompts within {agree:g} (need a majority), "
-                         f"worst {max(rels):.2e} (limit 2e-2)")
+        raise SystemExit(
+            f"FAILED: {close} of {len(rels)} prompts within {agree:g} (need a majority), "
+            f"worst {max(rels):.2e} (limit 2e-2)"
+        )
 
 
 def case_big(a) -> None:
@@ -200,8 +269,21 @@ def case_big(a) -> None:
     every length (e2e.lengths.qwen35.*)."""
     d = os.path.join(a.work, "qwen35-08b")
     if not os.path.isfile(os.path.join(d, "model.safetensors")):
-        must(tool("gen_random.py") + ["--arch", "qwen3.5", "--shape", "qwen3.5-0.8b", "--dtype", "bf16",
-                                      "--seed", "61", "-o", d])
+        must(
+            tool("gen_random.py")
+            + [
+                "--arch",
+                "qwen3.5",
+                "--shape",
+                "qwen3.5-0.8b",
+                "--dtype",
+                "bf16",
+                "--seed",
+                "61",
+                "-o",
+                d,
+            ]
+        )
     ids = [int(x) for x in np.random.default_rng(9).integers(0, 32000, 600)]
     lengths = (1, 7, 130, 600)
     for q in QUANTS:
@@ -209,15 +291,27 @@ def case_big(a) -> None:
         ref_path = os.path.join(a.work, f"qwen35-08b-ref-{q}{tag}-{lengths[-1]}.npy")
         if not os.path.isfile(ref_path):
             extra = [] if q == "f32" else ["--quantized-weights", q, "--act-quant"]
-            must(tool("ref_forward.py") + [d, "--tokens", ",".join(map(str, ids[:lengths[-1]])),
-                                           "--out", ref_path] + extra)
+            must(
+                tool("ref_forward.py")
+                + [d, "--tokens", ",".join(map(str, ids[: lengths[-1]])), "--out", ref_path]
+                + extra
+            )
         ref = np.load(ref_path, mmap_mode="r")
         path = os.path.join(a.work, f"qwen35-08b-{q}.mlb")
         must(tool("convert.py") + [d, "-o", path, "--quant", q])
         for n in lengths:
             out = os.path.join(a.work, f"qwen35-08b-{q}-len{n}.npy")
-            must([os.path.join(a.bin, "ml_run"), "-m", path, "--tokens", ",".join(map(str, ids[:n])),
-                  "--logits", out])
+            must(
+                [
+                    os.path.join(a.bin, "ml_run"),
+                    "-m",
+                    path,
+                    "--tokens",
+                    ",".join(map(str, ids[:n])),
+                    "--logits",
+                    out,
+                ]
+            )
             part = os.path.join(a.work, f"qwen35-08b-ref-len{n}.npy")
             np.save(part, np.asarray(ref[:n]))
             limits = BIG_LONG_LIMITS[q] if n > 7 else LIMITS[q]
@@ -239,11 +333,15 @@ def case_packcache(a, model: str) -> None:
 
     def go(tag: str, cache: str | None, expect: str) -> np.ndarray:
         out = os.path.join(a.work, f"pc-{tag}.npy")
-        r = must([exe, "-m", path, "--tokens", ids, "--logits", out] + (["--pack-cache", cache] if cache else []))
+        r = must(
+            [exe, "-m", path, "--tokens", ids, "--logits", out]
+            + (["--pack-cache", cache] if cache else [])
+        )
         if expect not in r.stderr:
             raise SystemExit(f"FAILED: {tag}: expected {expect!r} on stderr, got {r.stderr!r}")
         print(f"ok: {tag}: {r.stderr.strip().splitlines()[0]}")
         return np.load(out)
+
     base = go("none", None, "")
     same(base, go("write", d, "pack cache: wrote"), "first start with --pack-cache")
     same(base, go("map", d, "pack cache: mapped"), "second start maps the cache")
@@ -256,7 +354,7 @@ def case_packcache(a, model: str) -> None:
     os.truncate(cache_file, os.path.getsize(cache_file) // 2)
     same(base, go("truncated", d, "(foreign: "), "truncated cache")
     same(base, go("remap", d, "pack cache: mapped"), "rewritten cache maps again")
-    with open(cache_file, "r+b") as f:   # a cache packed for another ISA (its header says so)
+    with open(cache_file, "r+b") as f:  # a cache packed for another ISA (its header says so)
         head = f.read(4096)
         isa = head.split(b'"isa":"')[1].split(b'"')[0]
         f.seek(head.index(b'"isa":"' + isa) + 7)
@@ -264,9 +362,15 @@ def case_packcache(a, model: str) -> None:
     same(base, go("other-isa", d, f"(foreign: isa is \"{'Z' * len(isa)}\""), "cache of another ISA")
     blocker = os.path.join(a.work, "pack-cache-blocker")
     open(blocker, "w").close()
-    same(base, go("unwritable", os.path.join(blocker, "sub"), "pack cache: not written"), "unwritable dir")
+    same(
+        base,
+        go("unwritable", os.path.join(blocker, "sub"), "pack cache: not written"),
+        "unwritable dir",
+    )
     env = dict(os.environ, KRAFLA_PACK_CACHE=d)
-    r = must([exe, "-m", path, "--tokens", ids, "--logits", os.path.join(a.work, "pc-env.npy")], env=env)
+    r = must(
+        [exe, "-m", path, "--tokens", ids, "--logits", os.path.join(a.work, "pc-env.npy")], env=env
+    )
     assert "pack cache: mapped" in r.stderr, r.stderr
 
 
@@ -278,26 +382,35 @@ def same(x: np.ndarray, y: np.ndarray, what: str) -> None:
 
 def case_threads(a, model: str, quant: str) -> None:
     # Output names carry the model and quant: ctest -j runs cases side by side in one work dir.
-    base = ml_run_logits(a, model, quant, ["-t", "1"], os.path.join(a.work, f"{model}-{quant}-t1.npy"))
+    base = ml_run_logits(
+        a, model, quant, ["-t", "1"], os.path.join(a.work, f"{model}-{quant}-t1.npy")
+    )
     for t in (2, 3, 4):
         out = os.path.join(a.work, f"{model}-{quant}-t{t}.npy")
-        same(base, ml_run_logits(a, model, quant, ["-t", str(t)], out),
-             f"{model}-{quant} -t 1 vs -t {t}")
+        same(
+            base,
+            ml_run_logits(a, model, quant, ["-t", str(t)], out),
+            f"{model}-{quant} -t 1 vs -t {t}",
+        )
 
 
 def case_batch(a, model: str, quant: str) -> None:
-    base = ml_run_logits(a, model, quant, ["--batch", "128"],
-                         os.path.join(a.work, f"{model}-{quant}-b128.npy"))
+    base = ml_run_logits(
+        a, model, quant, ["--batch", "128"], os.path.join(a.work, f"{model}-{quant}-b128.npy")
+    )
     for b in (1, 5, 16):
         out = os.path.join(a.work, f"{model}-{quant}-b{b}.npy")
-        same(base, ml_run_logits(a, model, quant, ["--batch", str(b)], out),
-             f"{model}-{quant} --batch 128 vs --batch {b}")
+        same(
+            base,
+            ml_run_logits(a, model, quant, ["--batch", str(b)], out),
+            f"{model}-{quant} --batch 128 vs --batch {b}",
+        )
 
 
 def corrupt_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
     """name → (file bytes, a word the one-line error must contain)."""
     json_size = struct.unpack_from("<Q", good, 16)[0]
-    meta = json.loads(good[24:24 + json_size])
+    meta = json.loads(good[24 : 24 + json_size])
     data_off = (24 + json_size + 63) // 64 * 64
 
     def with_meta(m: dict) -> bytes:
@@ -320,14 +433,23 @@ def corrupt_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
         "wrong-magic": (b"GGUF" + good[4:], "magic"),
         "newer-version": (good[:8] + struct.pack("<I", 99) + good[12:], "version"),
         "unknown-flags": (good[:12] + struct.pack("<I", 4) + good[16:], "flags"),
-        "truncated-json": (good[:24 + json_size // 2], "truncated"),
+        "truncated-json": (good[: 24 + json_size // 2], "truncated"),
         "corrupt-json": (good[:24] + b"{" * 3 + good[27:], "JSON"),
-        "truncated-data": (good[:len(good) - 1000], "not within"),
-        "offset-past-end": (edit(lambda m: tensor(m, "blk.0.attn_q").update(offset=len(good) * 2 // 64 * 64)), "not within"),
-        "size-mismatch": (edit(lambda m: tensor(m, "blk.0.attn_q").update(shape=[8, 64])), "does not match"),
+        "truncated-data": (good[: len(good) - 1000], "not within"),
+        "offset-past-end": (
+            edit(lambda m: tensor(m, "blk.0.attn_q").update(offset=len(good) * 2 // 64 * 64)),
+            "not within",
+        ),
+        "size-mismatch": (
+            edit(lambda m: tensor(m, "blk.0.attn_q").update(shape=[8, 64])),
+            "does not match",
+        ),
         "unknown-dtype": (edit(lambda m: tensor(m, "blk.0.attn_q").update(dtype="q5_k")), "dtype"),
         "unknown-arch": (edit(lambda m: m["config"].update(arch="gpt-neox")), "architecture"),
-        "missing-tensor": (edit(lambda m: m["tensors"].remove(tensor(m, "blk.1.ffn_down"))), "missing"),
+        "missing-tensor": (
+            edit(lambda m: m["tensors"].remove(tensor(m, "blk.1.ffn_down"))),
+            "missing",
+        ),
         "missing-config-key": (edit(lambda m: m["config"].pop("n_heads")), "n_heads"),
         "bad-heads": (edit(lambda m: m["config"].update(n_kv_heads=3)), "n_kv_heads"),
     }
@@ -341,28 +463,51 @@ def case_badfiles(a) -> None:
     for name, (data, word) in corrupt_variants(good).items():
         path = os.path.join(bad_dir, name + ".mlb")
         open(path, "wb").write(data)
-        for exe, args in (("ml_run", ["-m", path, "-p", "hi", "-n", "1"]), ("ml_bench", ["-m", path]),
-                          ("ml_tok", [path, "encode", "hi"])):
-            if exe == "ml_tok" and name in ("unknown-arch", "missing-tensor", "missing-config-key",
-                                            "bad-heads", "size-mismatch", "offset-past-end"):
+        for exe, args in (
+            ("ml_run", ["-m", path, "-p", "hi", "-n", "1"]),
+            ("ml_bench", ["-m", path]),
+            ("ml_tok", [path, "encode", "hi"]),
+        ):
+            if exe == "ml_tok" and name in (
+                "unknown-arch",
+                "missing-tensor",
+                "missing-config-key",
+                "bad-heads",
+                "size-mismatch",
+                "offset-past-end",
+            ):
                 continue  # the tokenizer alone is still readable from these
             r = run([os.path.join(a.bin, exe)] + args)
             lines = r.stderr.strip().splitlines()
-            ok = (r.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"{exe}: error:")
-                  and word.lower() in lines[0].lower())
-            print(f"{'ok' if ok else 'FAIL'}: {name} via {exe}: rc={r.returncode} {r.stderr.strip()!r}")
+            ok = (
+                r.returncode == 2
+                and len(lines) == 1
+                and lines[0].startswith(f"{exe}: error:")
+                and word.lower() in lines[0].lower()
+            )
+            print(
+                f"{'ok' if ok else 'FAIL'}: {name} via {exe}: "
+                f"rc={r.returncode} {r.stderr.strip()!r}"
+            )
             if not ok:
                 failures.append(f"{name}/{exe}")
     # Bad token ids and bad arguments are bad input too.
-    for args, word in ((["--tokens", "1,99999999", "--logits", os.path.join(bad_dir, "x.npy")], "vocabulary"),
-                       (["--tokens", "1,x", "--logits", os.path.join(bad_dir, "x.npy")], "bad token id"),
-                       (["-p", "hi", "--batch", "0"], "batch")):
+    for args, word in (
+        (["--tokens", "1,99999999", "--logits", os.path.join(bad_dir, "x.npy")], "vocabulary"),
+        (["--tokens", "1,x", "--logits", os.path.join(bad_dir, "x.npy")], "bad token id"),
+        (["-p", "hi", "--batch", "0"], "batch"),
+    ):
         r = run([os.path.join(a.bin, "ml_run"), "-m", mlb(a.work, "llama", "q8_0")] + args)
         ok = r.returncode == 2 and word.lower() in r.stderr.lower()
-        print(f"{'ok' if ok else 'FAIL'}: ml_run {' '.join(args)}: rc={r.returncode} {r.stderr.strip()!r}")
+        print(
+            f"{'ok' if ok else 'FAIL'}: ml_run {' '.join(args)}: "
+            f"rc={r.returncode} {r.stderr.strip()!r}"
+        )
         if not ok:
             failures.append(" ".join(args))
-    r = run([os.path.join(a.bin, "ml_tok"), mlb(a.work, "llama", "q8_0"), "decode", "5", "99999999"])
+    r = run(
+        [os.path.join(a.bin, "ml_tok"), mlb(a.work, "llama", "q8_0"), "decode", "5", "99999999"]
+    )
     if not (r.returncode == 2 and "vocabulary" in r.stderr):
         failures.append(f"ml_tok decode of a bad id: rc={r.returncode} {r.stderr!r}")
     if failures:
@@ -376,7 +521,9 @@ def case_cli(a, model: str) -> None:
     assert r.stdout.startswith("Hello world"), r.stdout
     assert "generated: 12 tokens" in r.stderr or "generated:" in r.stderr, r.stderr
     # Greedy generation is deterministic: the same text twice, and for any thread count.
-    r2 = must([exe("ml_run"), "-m", path, "-p", "Hello world", "-n", "12", "--temp", "0", "-t", "1"])
+    r2 = must(
+        [exe("ml_run"), "-m", path, "-p", "Hello world", "-n", "12", "--temp", "0", "-t", "1"]
+    )
     assert r.stdout == r2.stdout, (r.stdout, r2.stdout)
     # Seeded sampling is reproducible.
     s1 = must([exe("ml_run"), "-m", path, "-p", "Once", "-n", "10", "--seed", "5"]).stdout
@@ -396,20 +543,45 @@ def case_cli(a, model: str) -> None:
         assert x == y and x.strip(), (x, y)
     # A two-turn chat over stdin keeps going and ends cleanly at EOF.
     tmpl = {"llama": "llama3", "mistral": "llama2"}.get(model, "auto")
-    r = must([exe("ml_run"), "-m", path, "--chat", tmpl, "-n", "8", "--temp", "0", "-v"],
-             input="Hi there\nAnd again\n")
+    r = must(
+        [exe("ml_run"), "-m", path, "--chat", tmpl, "-n", "8", "--temp", "0", "-v"],
+        input="Hi there\nAnd again\n",
+    )
     assert r.stderr.count("generated:") == 2, r.stderr
-    if model == "qwen35":   # the Qwen3.5 template opens a think block; --think hide drops it
-        show = must([exe("ml_run"), "-m", path, "--chat", "auto", "-n", "8", "--temp", "0"],
-                    input="Hi there\n")
-        hide = must([exe("ml_run"), "-m", path, "--chat", "auto", "-n", "8", "--temp", "0",
-                     "--think", "hide"], input="Hi there\n")
+    if model == "qwen35":  # the Qwen3.5 template opens a think block; --think hide drops it
+        show = must(
+            [exe("ml_run"), "-m", path, "--chat", "auto", "-n", "8", "--temp", "0"],
+            input="Hi there\n",
+        )
+        hide = must(
+            [
+                exe("ml_run"),
+                "-m",
+                path,
+                "--chat",
+                "auto",
+                "-n",
+                "8",
+                "--temp",
+                "0",
+                "--think",
+                "hide",
+            ],
+            input="Hi there\n",
+        )
         assert "qwen3.5 template" in show.stderr and show.stdout.startswith("<think>"), show
         assert "<think>" not in hide.stdout, hide.stdout
     # ml_bench: llama-bench's JSON, a pp and a tg test per thread count.
-    r = must([exe("ml_bench"), "-m", path, "-p", "16", "-n", "4", "-t", "1,2", "-r", "1", "-o", "json"])
+    r = must(
+        [exe("ml_bench"), "-m", path, "-p", "16", "-n", "4", "-t", "1,2", "-r", "1", "-o", "json"]
+    )
     rows = json.loads(r.stdout)
-    assert [(x["n_threads"], x["test"]) for x in rows] == [(1, "pp16"), (1, "tg4"), (2, "pp16"), (2, "tg4")], rows
+    assert [(x["n_threads"], x["test"]) for x in rows] == [
+        (1, "pp16"),
+        (1, "tg4"),
+        (2, "pp16"),
+        (2, "tg4"),
+    ], rows
     assert all(x["avg_ts"] > 0 and len(x["samples_ns"]) == 1 for x in rows), rows
     print("ok: cli", model)
 
@@ -436,38 +608,59 @@ def case_bench(a, model: str) -> None:
         assert x["model_arch"] == meta["config"]["arch"] and x["n_batch"] == 128, x
     # jsonl: the same tests one object a line; csv: the scalar fields, every cell quoted.
     lines = must(bench + common + ["-o", "jsonl"]).stdout.splitlines()
-    assert [json.loads(l)["test"] for l in lines] == [name for _, name in want], lines
+    assert [json.loads(ln)["test"] for ln in lines] == [name for _, name in want], lines
     lines = must(bench + common + ["-o", "csv"]).stdout.splitlines()
     table = list(csv.reader(lines))
     assert table[0] == [k for k, v in rows[0].items() if not isinstance(v, list)], table[0]
     assert [r[table[0].index("test")] for r in table[1:]] == [name for _, name in want], table
     assert all(len(r) == len(table[0]) for r in table), table
-    assert all(l.startswith('"') and l.endswith('"') and l.count('","') == len(table[0]) - 1
-               for l in lines[1:]), lines
+    assert all(
+        ln.startswith('"') and ln.endswith('"') and ln.count('","') == len(table[0]) - 1
+        for ln in lines[1:]
+    ), lines
     # md: llama-bench's columns; the header, the rule and every row have their '|' in one place.
     md = must(bench + ["-p", "8", "-n", "2", "-t", "1", "-r", "2"]).stdout.splitlines()
-    table = [l for l in md if l.startswith("|")]
-    assert [c.strip() for c in table[0].strip("|").split("|")] == \
-        ["model", "size", "params", "isa", "threads", "test", "t/s"], table
-    bars = [[i for i, ch in enumerate(l) if ch == "|"] for l in table]
+    table = [ln for ln in md if ln.startswith("|")]
+    assert [c.strip() for c in table[0].strip("|").split("|")] == [
+        "model",
+        "size",
+        "params",
+        "isa",
+        "threads",
+        "test",
+        "t/s",
+    ], table
+    bars = [[i for i, ch in enumerate(ln) if ch == "|"] for ln in table]
     assert len(table) == 4 and all(b == bars[0] for b in bars), table
     assert "pp8" in table[2] and "tg2" in table[3] and " ± " in table[2], table
-    assert any(l.startswith("build: ml_bench ") for l in md), md
+    assert any(ln.startswith("build: ml_bench ") for ln in md), md
     # A test longer than the context is shortened to fit and says so (where the context is small
     # enough to fill: the depth is evaluated before each repetition).
     ctx = meta["config"]["max_ctx"]
     if ctx <= 4096:
-        r = must(bench + ["-p", "16", "-n", "0", "-d", str(ctx - 4), "-t", "1", "-r", "1", "-o", "json"])
+        r = must(
+            bench + ["-p", "16", "-n", "0", "-d", str(ctx - 4), "-t", "1", "-r", "1", "-o", "json"]
+        )
         assert json.loads(r.stdout)[0]["test"] == f"pp4 @ d{ctx - 4}", r.stdout
         assert "does not fit" in r.stderr, r.stderr
     # Bad options: one line naming the option, exit 2.
-    for args, word in ((["-t", "x"], "--threads"), (["-t", "1,0"], "--threads"), (["-p", "-1"], "--n-prompt"),
-                       (["-o", "xml"], "--output"), (["-r", "0"], "--repetitions"), (["-b", "0"], "--batch"),
-                       (["-d", str(ctx)], "context")):
+    for args, word in (
+        (["-t", "x"], "--threads"),
+        (["-t", "1,0"], "--threads"),
+        (["-p", "-1"], "--n-prompt"),
+        (["-o", "xml"], "--output"),
+        (["-r", "0"], "--repetitions"),
+        (["-b", "0"], "--batch"),
+        (["-d", str(ctx)], "context"),
+    ):
         r = run(bench + args)
-        lines = [l for l in r.stderr.splitlines() if "loaded in" not in l]
-        assert r.returncode == 2 and len(lines) == 1 and word in lines[0] \
-            and lines[0].startswith("ml_bench: error:"), (args, r.returncode, r.stderr)
+        lines = [ln for ln in r.stderr.splitlines() if "loaded in" not in ln]
+        assert (
+            r.returncode == 2
+            and len(lines) == 1
+            and word in lines[0]
+            and lines[0].startswith("ml_bench: error:")
+        ), (args, r.returncode, r.stderr)
     print("ok: bench", model)
 
 
@@ -496,10 +689,14 @@ def case_info(a, model: str) -> None:
     tok = os.path.join(a.bin, "ml_tok")
     raw = open(path, "rb").read()
     version, _, json_size = struct.unpack_from("<IIQ", raw, 8)
-    meta = json.loads(raw[24:24 + json_size])
+    meta = json.loads(raw[24 : 24 + json_size])
     info = json.loads(must([tok, "info", path, "--json"]).stdout)
-    assert (info["version"], info["kind"], info["file_size"], info["data_offset"]) == \
-        (version, "model", len(raw), (24 + json_size + 63) // 64 * 64), info
+    assert (info["version"], info["kind"], info["file_size"], info["data_offset"]) == (
+        version,
+        "model",
+        len(raw),
+        (24 + json_size + 63) // 64 * 64,
+    ), info
     assert info["source"] == meta["source"], info["source"]
     check_info_config(meta["config"], info["config"])
     want = [(t["name"], t["dtype"], t["shape"], t["offset"], t["size"]) for t in meta["tensors"]]
@@ -519,32 +716,55 @@ def case_info(a, model: str) -> None:
     assert kind is None or info["tokenizer"]["kind"] == kind, info["tokenizer"]
     # The readable dump: every tensor on a line with its dtype and shape, the chat template.
     text = must([tok, "info", path]).stdout
-    rows = {l.split()[1]: l for l in text.splitlines() if len(l.split()) > 5 and l.split()[0].isdigit()}
+    rows = {
+        ln.split()[1]: ln
+        for ln in text.splitlines()
+        if len(ln.split()) > 5 and ln.split()[0].isdigit()
+    }
     for name, dtype, shape, offset, size in want:
-        l = rows[name]
-        assert f" {dtype} " in l and f"[{', '.join(map(str, shape))}]" in l, l
-        assert l.split()[-2:] == [str(size), str(offset)], l
+        ln = rows[name]
+        assert f" {dtype} " in ln and f"[{', '.join(map(str, shape))}]" in ln, ln
+        assert ln.split()[-2:] == [str(size), str(offset)], ln
     tmpl = meta["config"]["chat_template"] or "none recorded"
-    assert any(l.split(None, 1) == ["chat_template", tmpl] for l in text.splitlines()), text[:2000]
+    assert any(ln.split(None, 1) == ["chat_template", tmpl] for ln in text.splitlines()), text[
+        :2000
+    ]
     # The other order (ml_tok FILE info) and a tokenizer file.
     assert must([tok, path, "info", "--json"]).stdout == must([tok, "info", path, "--json"]).stdout
     mlt = os.path.join(a.work, f"{model}-info.mlt")
     must(tool("convert_tokenizer.py") + [os.path.join(a.work, model), "-o", mlt])
     t_info = json.loads(must([tok, "info", mlt, "--json"]).stdout)
-    assert t_info["kind"] == "tokenizer" and "config" not in t_info and t_info["n_params"] == 0, t_info
+    assert (
+        t_info["kind"] == "tokenizer" and "config" not in t_info and t_info["n_params"] == 0
+    ), t_info
     # Corrupt files: one line naming the problem, exit 2 (config errors too: info parses it).
     bad_dir = os.path.join(a.work, f"bad-info-{model}")  # one per case: they run at once
     os.makedirs(bad_dir, exist_ok=True)
-    variants = corrupt_variants(open(mlb(a.work, "llama", "q8_0"), "rb").read())  # names llama's tensors
-    for name in ("empty", "wrong-magic", "truncated-json", "truncated-data", "size-mismatch",
-                 "unknown-dtype", "unknown-arch", "missing-config-key"):
+    variants = corrupt_variants(
+        open(mlb(a.work, "llama", "q8_0"), "rb").read()
+    )  # names llama's tensors
+    for name in (
+        "empty",
+        "wrong-magic",
+        "truncated-json",
+        "truncated-data",
+        "size-mismatch",
+        "unknown-dtype",
+        "unknown-arch",
+        "missing-config-key",
+    ):
         data, word = variants[name]
         p = os.path.join(bad_dir, name + ".mlb")
         open(p, "wb").write(data)
         r = run([tok, "info", p])
         lines = r.stderr.strip().splitlines()
-        assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("ml_tok: error:") \
-            and word.lower() in lines[0].lower() and not r.stdout, (name, r.returncode, r.stderr)
+        assert (
+            r.returncode == 2
+            and len(lines) == 1
+            and lines[0].startswith("ml_tok: error:")
+            and word.lower() in lines[0].lower()
+            and not r.stdout
+        ), (name, r.returncode, r.stderr)
     print("ok: info", model)
 
 
@@ -574,22 +794,41 @@ def case_tok(a, model: str) -> None:
     # character), so read bytes; byte-level pieces without the special tokens spell the text.
     for special, want_ids in (([], ids), (["--no-special"], None)):
         r = subprocess.run(tok + ["encode", "--show-pieces", *special, text], capture_output=True)
-        rows = [l.split(b" -> ", 1) for l in r.stdout.split(b"\n") if l]
-        assert r.returncode == 0 and all(p.startswith(b"'") and p.endswith(b"'") for _, p in rows), r
+        rows = [ln.split(b" -> ", 1) for ln in r.stdout.split(b"\n") if ln]
+        assert r.returncode == 0 and all(
+            p.startswith(b"'") and p.endswith(b"'") for _, p in rows
+        ), r
         if want_ids:
             assert [i.strip().decode() for i, _ in rows] == want_ids, rows
         else:
             assert b"".join(p[1:-1] for _, p in rows) == text.encode(), rows
     r = run(tok + ["encode", "--count", "--show-pieces", "x"])
-    assert r.returncode == 2 and r.stderr.startswith("ml_tok: error:") and "--count" in r.stderr, r.stderr
+    assert (
+        r.returncode == 2 and r.stderr.startswith("ml_tok: error:") and "--count" in r.stderr
+    ), r.stderr
     print("ok: tok", model)
 
 
 def case_llama2c(a) -> None:
     d = os.path.join(a.work, "l2c")
     ck = os.path.join(a.work, "l2c.bin")
-    must(tool("gen_random.py") + ["--arch", "llama", "--shape", "tiny", "--tokenizer", "llama2",
-                                  "--seed", "3", "-o", d, "--llama2c-out", ck])
+    must(
+        tool("gen_random.py")
+        + [
+            "--arch",
+            "llama",
+            "--shape",
+            "tiny",
+            "--tokenizer",
+            "llama2",
+            "--seed",
+            "3",
+            "-o",
+            d,
+            "--llama2c-out",
+            ck,
+        ]
+    )
     out = os.path.join(a.work, "l2c.mlb")
     must(tool("convert.py") + ["llama2c", ck, d, "-o", out, "--quant", "f32"])
     ids = "1,450,4996,17354,1701"
@@ -597,7 +836,11 @@ def case_llama2c(a) -> None:
     must(tool("ref_forward.py") + [d, "--tokens", ids, "--out", ref])
     test = os.path.join(a.work, "l2c-krafla.npy")
     must([os.path.join(a.bin, "ml_run"), "-m", out, "--tokens", ids, "--logits", test])
-    print(must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), ref, test] + LIMITS["f32"]).stdout)
+    print(
+        must(
+            [PY, os.path.join(SRC, "tests", "e2e", "compare.py"), ref, test] + LIMITS["f32"]
+        ).stdout
+    )
 
 
 # The CPU guard, under qemu-user. Each case is (CPU model, feature): on a model that lacks part
@@ -605,21 +848,31 @@ def case_llama2c(a) -> None:
 # feature None means the model has all of it (for sse2: the oldest x86-64 model, Opteron_G1,
 # which has no SSE3) and the guard must let the executable through to its ordinary error about
 # the missing file (exit 2).
-GUARD_CPU = {"avx512vnni": [("Haswell", "avx512f")],
-             "avxvnni": [("Nehalem", "avx"), ("Haswell", "avxvnni")],
-             "avx2": [("Nehalem", "avx"), ("Haswell", None)],
-             "sse41": [("core2duo", "sse4.1"), ("Nehalem", None)],
-             "sse2": [("Opteron_G1", None)]}
+GUARD_CPU = {
+    "avx512vnni": [("Haswell", "avx512f")],
+    "avxvnni": [("Nehalem", "avx"), ("Haswell", "avxvnni")],
+    "avx2": [("Nehalem", "avx"), ("Haswell", None)],
+    "sse41": [("core2duo", "sse4.1"), ("Nehalem", None)],
+    "sse2": [("Opteron_G1", None)],
+}
 
 
 def case_guard(a, isa: str) -> None:
     for cpu, feature in GUARD_CPU[isa]:
-        for exe, args in (("ml_run", ["-m", "x.mlb", "-p", "hi"]),
-                          ("ml_tok", ["x.mlt", "encode", "hi"]), ("ml_bench", ["-m", "x.mlb"])):
+        for exe, args in (
+            ("ml_run", ["-m", "x.mlb", "-p", "hi"]),
+            ("ml_tok", ["x.mlt", "encode", "hi"]),
+            ("ml_bench", ["-m", "x.mlb"]),
+        ):
             r = run(["qemu-x86_64", "-cpu", cpu, os.path.join(a.bin, exe)] + args)
-            err = [l for l in r.stderr.splitlines() if not l.startswith("qemu-x86_64: warning")]
+            err = [ln for ln in r.stderr.splitlines() if not ln.startswith("qemu-x86_64: warning")]
             if feature is None:
-                ok = r.returncode == 2 and len(err) == 1 and "x.ml" in err[0] and "lacks" not in err[0]
+                ok = (
+                    r.returncode == 2
+                    and len(err) == 1
+                    and "x.ml" in err[0]
+                    and "lacks" not in err[0]
+                )
             else:
                 ok = r.returncode == 3 and len(err) == 1 and f"lacks {feature}," in err[0]
             if not ok:
@@ -630,19 +883,28 @@ def case_guard(a, isa: str) -> None:
 # Arm builds under qemu-user CPU models that lack part of their ISA (cortex-a53/a57: Armv8.0;
 # cortex-a76: dotprod without i8mm; cortex-a8: ARMv7 NEON without VFPv4): exit 3 and one message
 # naming the first missing feature as /proc/cpuinfo does.
-ARM_GUARD_CPU = {"sve": [("cortex-a57", "sve")],
-                 "i8mm": [("cortex-a53", "asimddp"), ("cortex-a76", "i8mm")],
-                 "dotprod": [("cortex-a53", "asimddp")],
-                 "neon32": [("cortex-a8", "vfpv4")]}
+ARM_GUARD_CPU = {
+    "sve": [("cortex-a57", "sve")],
+    "i8mm": [("cortex-a53", "asimddp"), ("cortex-a76", "i8mm")],
+    "dotprod": [("cortex-a53", "asimddp")],
+    "neon32": [("cortex-a8", "vfpv4")],
+}
 
 
 def case_arm_guard(a, isa: str) -> None:
     qemu = EMULATOR[0]  # qemu-aarch64 or qemu-arm, from the build's emulator
     for cpu, feature in ARM_GUARD_CPU[isa]:
-        for exe, args in (("ml_run", ["-m", "x.mlb", "-p", "hi"]),
-                          ("ml_tok", ["x.mlt", "encode", "hi"]), ("ml_bench", ["-m", "x.mlb"])):
+        for exe, args in (
+            ("ml_run", ["-m", "x.mlb", "-p", "hi"]),
+            ("ml_tok", ["x.mlt", "encode", "hi"]),
+            ("ml_bench", ["-m", "x.mlb"]),
+        ):
             r = run([qemu, "-cpu", cpu, os.path.join(a.bin, exe)] + args)
-            err = [l for l in r.stderr.splitlines() if not l.startswith(os.path.basename(qemu) + ":")]
+            err = [
+                ln
+                for ln in r.stderr.splitlines()
+                if not ln.startswith(os.path.basename(qemu) + ":")
+            ]
             if not (r.returncode == 3 and len(err) == 1 and f"lacks {feature}," in err[0]):
                 raise SystemExit(f"FAILED: {exe} under -cpu {cpu}: rc={r.returncode} {r.stderr!r}")
             print(f"ok: {exe} under -cpu {cpu}: {err[0]}")
@@ -662,9 +924,24 @@ def case_sve_vl(a, model: str, quant: str) -> None:
         got = []
         for batch in (1, 5):
             out = os.path.join(a.work, f"{model}-{quant}-vl{vl}-b{batch}.npy")
-            must(["qemu-aarch64", "-cpu", f"max,sve-default-vector-length={vl // 8}",
-                  os.path.join(a.bin, "ml_run"), "-m", mlb(a.work, model, quant), "--tokens", ids,
-                  "--batch", str(batch), "-t", "2", "--logits", out])
+            must(
+                [
+                    "qemu-aarch64",
+                    "-cpu",
+                    f"max,sve-default-vector-length={vl // 8}",
+                    os.path.join(a.bin, "ml_run"),
+                    "-m",
+                    mlb(a.work, model, quant),
+                    "--tokens",
+                    ids,
+                    "--batch",
+                    str(batch),
+                    "-t",
+                    "2",
+                    "--logits",
+                    out,
+                ]
+            )
             got.append(np.load(out))
         same(got[0], got[1], f"{model}-{quant} VL {vl}: --batch 1 vs --batch 5")
         r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), ref, out] + LIMITS[quant])
@@ -681,11 +958,25 @@ def main() -> None:
     a = p.parse_args()
     EMULATOR, BIN_DIR = a.emulator.split(), os.path.abspath(a.bin)
     kind, *rest = a.case.split(":")
-    {"setup": case_setup, "logits": case_logits, "threads": case_threads, "batch": case_batch,
-     "lengths": case_lengths, "big": case_big, "actquant": case_actquant, "packcache": case_packcache,
-     "badfiles": case_badfiles, "cli": case_cli, "llama2c": case_llama2c, "guard": case_guard,
-     "bench": case_bench, "info": case_info, "tok": case_tok,
-     "armguard": case_arm_guard, "svevl": case_sve_vl}[kind](a, *rest)
+    {
+        "setup": case_setup,
+        "logits": case_logits,
+        "threads": case_threads,
+        "batch": case_batch,
+        "lengths": case_lengths,
+        "big": case_big,
+        "actquant": case_actquant,
+        "packcache": case_packcache,
+        "badfiles": case_badfiles,
+        "cli": case_cli,
+        "llama2c": case_llama2c,
+        "guard": case_guard,
+        "bench": case_bench,
+        "info": case_info,
+        "tok": case_tok,
+        "armguard": case_arm_guard,
+        "svevl": case_sve_vl,
+    }[kind](a, *rest)
 
 
 if __name__ == "__main__":

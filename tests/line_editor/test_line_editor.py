@@ -37,9 +37,13 @@ class Driver:
         set_size(self.slave, 24, cols)
         self.before = termios.tcgetattr(self.slave)
         self.proc = subprocess.Popen(
-            [DRIVER, *args], stdin=self.slave, stderr=self.slave, stdout=subprocess.PIPE,
+            [DRIVER, *args],
+            stdin=self.slave,
+            stderr=self.slave,
+            stdout=subprocess.PIPE,
             start_new_session=True,
-            preexec_fn=lambda: self._child_setup(ignore_hup))
+            preexec_fn=lambda: self._child_setup(ignore_hup),
+        )
         self.screen = b""  # everything the editor wrote to the terminal
         self.out = b""
         self.reads = 0  # reads whose keys were sent
@@ -148,16 +152,16 @@ class LineEditorTest(unittest.TestCase):
 
     def test_edit_in_the_middle(self):
         self.assertEqual(self.d.line("helo", LEFT, "l", RIGHT, "!\r"), "hello!")
-        self.assertEqual(self.d.line("ac", LEFT, "b", LEFT, LEFT, "_", "\x1bOC", "\x1bOD", "\r"),
-                         "_abc")
+        self.assertEqual(
+            self.d.line("ac", LEFT, "b", LEFT, LEFT, "_", "\x1bOC", "\x1bOD", "\r"), "_abc"
+        )
 
     def test_multibyte(self):
         text = "a😀b日本é"
         # Left twice → before 本; Backspace removes 日; End, Backspace removes é.
         self.assertEqual(self.d.line(text, LEFT, LEFT, "\x7f", "\x05", "\x08\r"), "a😀b本")
         # Home, Right past a, Delete removes the whole emoji; Right over 本 then insert.
-        self.assertEqual(self.d.line(text, "\x01", RIGHT, DELETE, RIGHT, RIGHT, "|\r"),
-                         "ab日|本é")
+        self.assertEqual(self.d.line(text, "\x01", RIGHT, DELETE, RIGHT, RIGHT, "|\r"), "ab日|本é")
         self.assertEqual(self.d.line("é", LEFT, "ü", RIGHT, "ñ\r"), "üéñ")
 
     def test_split_multibyte_arrives_whole(self):
@@ -180,8 +184,12 @@ class LineEditorTest(unittest.TestCase):
         self.assertEqual(self.d.line("日本 語\x17\r"), "日本 ")
 
     def test_word_moves(self):
-        self.assertEqual(self.d.line("one two", "\x1b[1;5D", "_", "\x1b[1;5D", "\x1b[1;5D", "^",
-                                     "\x1bf", "\x1bf", "$\r"), "^one _two$")
+        self.assertEqual(
+            self.d.line(
+                "one two", "\x1b[1;5D", "_", "\x1b[1;5D", "\x1b[1;5D", "^", "\x1bf", "\x1bf", "$\r"
+            ),
+            "^one _two$",
+        )
 
     def test_history(self):
         for t in ["one", "two", "three"]:
@@ -215,8 +223,21 @@ class LineEditorTest(unittest.TestCase):
         self.d.finish()
 
     def test_unknown_escapes_swallowed(self):
-        keys = ["a", "\x1b[99~", "b", "\x1b[1;2P", "c", "\x1bOQ", "d", "\x1b[?25h", "e",
-                "\x1bx", "f", "\x1b[15;5~", "g\r"]
+        keys = [
+            "a",
+            "\x1b[99~",
+            "b",
+            "\x1b[1;2P",
+            "c",
+            "\x1bOQ",
+            "d",
+            "\x1b[?25h",
+            "e",
+            "\x1bx",
+            "f",
+            "\x1b[15;5~",
+            "g\r",
+        ]
         self.assertEqual(self.d.line(*keys), "abcdefg")
         # A lone Esc is dropped (after its timeout, which the redraw shows); the key after it is
         # typed normally.
@@ -231,8 +252,10 @@ class LineEditorTest(unittest.TestCase):
         self.assertEqual(self.d.line("a\x07\x13\x11\x1a\x1cb\r"), "ab")
 
     def test_bracketed_paste(self):
-        self.assertEqual(self.d.line("> ", "\x1b[200~line 1\r\nline 2\rline 3\x1b[201~", "!\r"),
-                         "> line 1\nline 2\nline 3!")
+        self.assertEqual(
+            self.d.line("> ", "\x1b[200~line 1\r\nline 2\rline 3\x1b[201~", "!\r"),
+            "> line 1\nline 2\nline 3!",
+        )
         self.assertIn("↵".encode(), self.d.screen)
 
     def test_ctrl_l(self):
@@ -337,26 +360,30 @@ class HistoryFileTest(unittest.TestCase):
 
 class NotATerminalTest(unittest.TestCase):
     def test_pipe(self):
-        p = subprocess.run([DRIVER], input="hello\nwörld\r\nlast".encode(), capture_output=True,
-                           timeout=TIMEOUT)
+        p = subprocess.run(
+            [DRIVER], input="hello\nwörld\r\nlast".encode(), capture_output=True, timeout=TIMEOUT
+        )
         self.assertEqual(p.returncode, 0)
         results = [json.loads(line) for line in p.stdout.decode().splitlines()]
-        self.assertEqual(results, [{"result": "line", "text": "hello"},
-                                   {"result": "line", "text": "wörld"},
-                                   {"result": "line", "text": "last"},
-                                   {"result": "eof", "text": ""}])
+        self.assertEqual(
+            results,
+            [
+                {"result": "line", "text": "hello"},
+                {"result": "line", "text": "wörld"},
+                {"result": "line", "text": "last"},
+                {"result": "eof", "text": ""},
+            ],
+        )
         self.assertEqual(p.stderr, b"> " * 4)  # prompts only: no escape codes
 
     def test_stdin_tty_stderr_pipe(self):
         # Both must be terminals for editing; otherwise plain reads, and the terminal untouched.
         master, slave = os.openpty()
         before = termios.tcgetattr(slave)
-        p = subprocess.Popen([DRIVER], stdin=slave, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
+        p = subprocess.Popen([DRIVER], stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         os.write(master, b"plain\n\x04")
         out, err = p.communicate(timeout=TIMEOUT)
-        self.assertEqual([json.loads(x)["text"] for x in out.decode().splitlines()],
-                         ["plain", ""])
+        self.assertEqual([json.loads(x)["text"] for x in out.decode().splitlines()], ["plain", ""])
         self.assertEqual(err, b"> > ")
         self.assertEqual(termios.tcgetattr(slave), before)
         os.close(master)

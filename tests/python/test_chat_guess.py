@@ -1,6 +1,6 @@
 """Tests of the chat-template guess for Qwen3.5 (tools/convert_tokenizer.py).
 
-Run: /usr/bin/python3 -m unittest discover -s tests/e2e -p 'test_*.py'
+Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: Qwen3.5's published chat_template.jinja (tests/unit/chat/qwen3_5.jinja) is named
 qwen3.5 and Qwen3's is still qwen3, whether the template sits in tokenizer_config.json or in a
 chat_template.jinja beside it (the config's own template wins), and the derived qwen3_5
@@ -41,10 +41,14 @@ class Qwen35Guess(unittest.TestCase):
         self.assertNotEqual(closed, QWEN35)
         self.assertEqual(ctok.guess_chat_template(PLAIN, {"chat_template": closed}), "qwen3")
 
-    @unittest.skipUnless(os.path.isfile(os.path.join(TOKS, "qwen3", "tokenizer_config.json")),
-                         "run scripts/fetch_tokenizers.sh")
+    @unittest.skipUnless(
+        os.path.isfile(os.path.join(TOKS, "qwen3", "tokenizer_config.json")),
+        "run scripts/fetch_tokenizers.sh",
+    )
     def test_qwen3_stays_qwen3(self):
-        self.assertEqual(ctok.guess_chat_template(PLAIN, {"chat_template": _qwen3_template()}), "qwen3")
+        self.assertEqual(
+            ctok.guess_chat_template(PLAIN, {"chat_template": _qwen3_template()}), "qwen3"
+        )
 
     def test_chat_template_jinja_file(self):
         with tempfile.TemporaryDirectory() as d:
@@ -64,8 +68,10 @@ class Qwen35Guess(unittest.TestCase):
                 f.write(raw)
             self.assertEqual(ctok.read_tokenizer_files(d)["tokenizer_config.json"], raw)
 
-    @unittest.skipUnless(os.path.isfile(os.path.join(TOKS, "qwen3_5", "tokenizer.json")),
-                         "run scripts/fetch_tokenizers.sh")
+    @unittest.skipUnless(
+        os.path.isfile(os.path.join(TOKS, "qwen3_5", "tokenizer.json")),
+        "run scripts/fetch_tokenizers.sh",
+    )
     def test_derived_tokenizer(self):
         files = ctok.read_tokenizer_files(os.path.join(TOKS, "qwen3_5"))
         tj, tc = json.loads(files["tokenizer.json"]), json.loads(files["tokenizer_config.json"])

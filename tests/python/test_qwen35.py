@@ -1,6 +1,6 @@
 """Tests of the Qwen3.5 paths of the Python tools (tools/qwen35.py, ref_qwen35.py, gen_qwen35.py).
 
-Run: /usr/bin/python3 -m unittest discover -s tests/e2e -p 'test_*.py'
+Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: config normalization of Qwen/Qwen3.5-0.8B's config (layer types, partial RoPE, DeltaNet
 shape), class defaults, refusals by field name; the reference's recurrent gated delta rule
 against the chunked (UT-transform) form transformers uses for prefill; gen_random -> convert for
@@ -27,7 +27,7 @@ sys.path.insert(0, HERE)
 import convert  # noqa: E402
 import gen_random  # noqa: E402
 import mlb  # noqa: E402
-import qwen35  # noqa: E402
+from qwen35 import QWEN35  # noqa: E402
 import ref_forward  # noqa: E402
 import ref_qwen35  # noqa: E402
 import safetensors_io as st  # noqa: E402
@@ -39,22 +39,45 @@ TOK = {"model": {"vocab": {"<|endoftext|>": 248044, "<|im_end|>": 248046}}}
 
 # Qwen/Qwen3.5-0.8B's config.json (text part), as published.
 Q08 = {
-    "architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5", "tie_word_embeddings": True,
+    "architectures": ["Qwen3_5ForConditionalGeneration"],
+    "model_type": "qwen3_5",
+    "tie_word_embeddings": True,
     "text_config": {
-        "model_type": "qwen3_5_text", "vocab_size": 248320, "hidden_size": 1024, "intermediate_size": 3584,
-        "num_hidden_layers": 24, "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
-        "attention_bias": False, "attn_output_gate": True, "linear_num_key_heads": 16,
-        "linear_num_value_heads": 16, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
-        "linear_conv_kernel_dim": 4, "rms_norm_eps": 1e-6, "full_attention_interval": 4,
-        "max_position_embeddings": 262144, "tie_word_embeddings": True, "eos_token_id": 248044,
+        "model_type": "qwen3_5_text",
+        "vocab_size": 248320,
+        "hidden_size": 1024,
+        "intermediate_size": 3584,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "attention_bias": False,
+        "attn_output_gate": True,
+        "linear_num_key_heads": 16,
+        "linear_num_value_heads": 16,
+        "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4,
+        "rms_norm_eps": 1e-6,
+        "full_attention_interval": 4,
+        "max_position_embeddings": 262144,
+        "tie_word_embeddings": True,
+        "eos_token_id": 248044,
         "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 6,
-        "rope_parameters": {"mrope_interleaved": True, "mrope_section": [11, 11, 10], "rope_type": "default",
-                            "rope_theta": 10000000, "partial_rotary_factor": 0.25}},
-    "vision_config": {"depth": 12, "hidden_size": 768}}
+        "rope_parameters": {
+            "mrope_interleaved": True,
+            "mrope_section": [11, 11, 10],
+            "rope_type": "default",
+            "rope_theta": 10000000,
+            "partial_rotary_factor": 0.25,
+        },
+    },
+    "vision_config": {"depth": 12, "hidden_size": 768},
+}
 
 
 def norm(cfg: dict) -> dict:
-    return qwen35.normalize_config(cfg, {}, TOK, {})
+    return QWEN35.normalize_config(cfg, {}, TOK, {})
 
 
 def with_text(**kw) -> dict:
@@ -69,32 +92,53 @@ class ConfigTest(unittest.TestCase):
         self.assertEqual(c["arch"], "qwen3_5")
         self.assertEqual(c["layer_linear"], [True, True, True, False] * 6)
         self.assertEqual((c["rope_dim"], len(c["rope_freqs"])), (64, 32))
-        self.assertAlmostEqual(c["rope_freqs"][1], 1e7 ** (-2 / 64), places=6)   # float32, as transformers
-        self.assertEqual((c["lin_k_heads"], c["lin_v_heads"], c["lin_k_dim"], c["lin_v_dim"], c["lin_conv"]),
-                         (16, 16, 128, 128, 4))
+        self.assertAlmostEqual(
+            c["rope_freqs"][1], 1e7 ** (-2 / 64), places=6
+        )  # float32, as transformers
+        self.assertEqual(
+            (c["lin_k_heads"], c["lin_v_heads"], c["lin_k_dim"], c["lin_v_dim"], c["lin_conv"]),
+            (16, 16, 128, 128, 4),
+        )
         self.assertTrue(c["tie_embeddings"] and c["qk_norm"] and c["attn_gate"])
         self.assertEqual(c["eos_ids"][0], 248044)
 
     def test_defaults(self):
-        text = {k: v for k, v in Q08["text_config"].items() if k not in ("layer_types", "rope_parameters")}
+        text = {
+            k: v
+            for k, v in Q08["text_config"].items()
+            if k not in ("layer_types", "rope_parameters")
+        }
         c = norm({"model_type": "qwen3_5_text", **text})
-        self.assertEqual(c["layer_linear"], [True, True, True, False] * 6)   # full_attention_interval 4
-        self.assertEqual(c["rope_dim"], 64)                                  # partial_rotary_factor 0.25
+        self.assertEqual(
+            c["layer_linear"], [True, True, True, False] * 6
+        )  # full_attention_interval 4
+        self.assertEqual(c["rope_dim"], 64)  # partial_rotary_factor 0.25
         c = norm({"model_type": "qwen3_5_text", **dict(text, full_attention_interval=2)})
         self.assertEqual(c["layer_linear"][:4], [True, False, True, False])
 
     def test_refusals_name_the_field(self):
-        cases = [(with_text(attention_bias=True), "attention_bias"),
-                 (with_text(attn_output_gate=False), "attn_output_gate"),
-                 (with_text(hidden_act="gelu"), "hidden_act"),
-                 (with_text(num_experts=64), "num_experts"),
-                 (with_text(rope_parameters={"rope_type": "yarn", "factor": 4}), "rope_type"),
-                 (with_text(rope_parameters={"rope_theta": 1e6, "partial_rotary_factor": 0.2}), "partial_rotary_factor"),
-                 (with_text(layer_types=["linear_attention"] * 23), "layer_types"),
-                 (with_text(layer_types=["sliding_attention"] * 24), "layer_types[0]"),
-                 (with_text(linear_num_value_heads=24, linear_num_key_heads=16), "linear_num_value_heads"),
-                 (dict(Q08, architectures=["Qwen3_5MoeForConditionalGeneration"]), "architectures"),
-                 (dict(Q08, text_config=dict(Q08["text_config"], model_type="qwen3_5_moe_text")), "text_config.model_type")]
+        cases = [
+            (with_text(attention_bias=True), "attention_bias"),
+            (with_text(attn_output_gate=False), "attn_output_gate"),
+            (with_text(hidden_act="gelu"), "hidden_act"),
+            (with_text(num_experts=64), "num_experts"),
+            (with_text(rope_parameters={"rope_type": "yarn", "factor": 4}), "rope_type"),
+            (
+                with_text(rope_parameters={"rope_theta": 1e6, "partial_rotary_factor": 0.2}),
+                "partial_rotary_factor",
+            ),
+            (with_text(layer_types=["linear_attention"] * 23), "layer_types"),
+            (with_text(layer_types=["sliding_attention"] * 24), "layer_types[0]"),
+            (
+                with_text(linear_num_value_heads=24, linear_num_key_heads=16),
+                "linear_num_value_heads",
+            ),
+            (dict(Q08, architectures=["Qwen3_5MoeForConditionalGeneration"]), "architectures"),
+            (
+                dict(Q08, text_config=dict(Q08["text_config"], model_type="qwen3_5_moe_text")),
+                "text_config.model_type",
+            ),
+        ]
         for cfg, field in cases:
             with self.subTest(field=field), self.assertRaises(ConvertError) as e:
                 norm(cfg)
@@ -137,12 +181,16 @@ class DeltaRuleTest(unittest.TestCase):
         beta = 1 / (1 + np.exp(-rng.standard_normal((T, H))))
         rec = ref_qwen35.gated_delta_recurrent(q, k, v, g, beta)
         for chunk in (1, 16, 64):
-            np.testing.assert_allclose(chunked_gated_delta(q, k, v, g, beta, chunk), rec, rtol=1e-9, atol=1e-9)
+            np.testing.assert_allclose(
+                chunked_gated_delta(q, k, v, g, beta, chunk), rec, rtol=1e-9, atol=1e-9
+            )
         # and the state matters: the same last token after a different history differs
         q2 = q.copy()
         v2 = v.copy()
         v2[:40] = rng.standard_normal((40, H, dv))
-        self.assertGreater(np.abs(ref_qwen35.gated_delta_recurrent(q2, k, v2, g, beta)[41] - rec[41]).max(), 1e-3)
+        self.assertGreater(
+            np.abs(ref_qwen35.gated_delta_recurrent(q2, k, v2, g, beta)[41] - rec[41]).max(), 1e-3
+        )
 
 
 @unittest.skipUnless(HAVE_TOK, "run scripts/fetch_tokenizers.sh qwen3 first")
@@ -153,8 +201,22 @@ class ConvertTest(unittest.TestCase):
         cls.vl = os.path.join(cls.tmp.name, "vl")
         cls.text = os.path.join(cls.tmp.name, "text")
         for out, extra in ((cls.vl, []), (cls.text, ["--text-only"])):
-            code, err = run_main(gen_random.main, ["--arch", "qwen3.5", "--seed", "4", "--vocab", "2048",
-                                                   "--tokenizer", "qwen3", "-o", out] + extra)
+            code, err = run_main(
+                gen_random.main,
+                [
+                    "--arch",
+                    "qwen3.5",
+                    "--seed",
+                    "4",
+                    "--vocab",
+                    "2048",
+                    "--tokenizer",
+                    "qwen3",
+                    "-o",
+                    out,
+                ]
+                + extra,
+            )
             assert code == 0, err
 
     @classmethod
@@ -170,39 +232,61 @@ class ConvertTest(unittest.TestCase):
             outs.append(mlb.MlbReader(out))
             if d == self.vl:
                 self.assertIn("skipping 6 tensors", err)
-        a, b = outs   # (the weights differ: gen_random seeds each tensor by its HF name)
+        a, b = outs  # (the weights differ: gen_random seeds each tensor by its HF name)
         self.assertEqual(a.config, b.config)
-        self.assertEqual([(t["name"], t["dtype"], t["shape"]) for t in a.meta["tensors"]],
-                         [(t["name"], t["dtype"], t["shape"]) for t in b.meta["tensors"]])
+        self.assertEqual(
+            [(t["name"], t["dtype"], t["shape"]) for t in a.meta["tensors"]],
+            [(t["name"], t["dtype"], t["shape"]) for t in b.meta["tensors"]],
+        )
 
     def test_stored_forms(self):
         out = self.vl + "-forms.mlb"
         self.assertEqual(run_main(convert.main, [self.vl, "-o", out, "--quant", "f32"])[0], 0)
         r, ck = mlb.MlbReader(out), st.Checkpoint(self.vl)
         c = r.config
-        f32 = lambda n: np.frombuffer(r.raw(n), dtype=np.float32)   # noqa: E731
+        f32 = lambda n: np.frombuffer(r.raw(n), dtype=np.float32)  # noqa: E731
         hd, nh = c["head_dim"], c["n_heads"]
         qp = ck.get("model.language_model.layers.1.self_attn.q_proj.weight").reshape(nh, 2, hd, -1)
         np.testing.assert_array_equal(f32("blk.1.attn_q").reshape(nh, hd, -1), qp[:, 0])
         np.testing.assert_array_equal(f32("blk.1.attn_gate").reshape(nh, hd, -1), qp[:, 1])
         a = "model.language_model.layers.0.linear_attn."
         np.testing.assert_array_equal(f32("blk.0.ssm_a"), -np.exp(ck.get(a + "A_log")))
-        np.testing.assert_array_equal(f32("blk.0.ssm_norm"), ck.get(a + "norm.weight"))     # not 1 + w
-        np.testing.assert_array_equal(f32("blk.0.attn_norm"),
-                                      np.float32(1) + ck.get("model.language_model.layers.0.input_layernorm.weight"))
-        np.testing.assert_array_equal(f32("blk.1.attn_q_norm"),
-                                      np.float32(1) + ck.get("model.language_model.layers.1.self_attn.q_norm.weight"))
-        np.testing.assert_array_equal(f32("blk.0.ssm_conv").reshape(-1, 4), ck.get(a + "conv1d.weight")[:, 0, :])
+        np.testing.assert_array_equal(f32("blk.0.ssm_norm"), ck.get(a + "norm.weight"))  # not 1 + w
+        np.testing.assert_array_equal(
+            f32("blk.0.attn_norm"),
+            np.float32(1) + ck.get("model.language_model.layers.0.input_layernorm.weight"),
+        )
+        np.testing.assert_array_equal(
+            f32("blk.1.attn_q_norm"),
+            np.float32(1) + ck.get("model.language_model.layers.1.self_attn.q_norm.weight"),
+        )
+        np.testing.assert_array_equal(
+            f32("blk.0.ssm_conv").reshape(-1, 4), ck.get(a + "conv1d.weight")[:, 0, :]
+        )
         self.assertEqual(c["layer_linear"], [True, False, True, False])
         ck.close()
 
     def test_missing_and_extra_tensors_are_named(self):
         d = os.path.join(self.tmp.name, "bad")
-        run_main(gen_random.main, ["--arch", "qwen3.5", "--seed", "4", "--vocab", "2048",
-                                   "--tokenizer", "qwen3", "--text-only", "-o", d])
+        run_main(
+            gen_random.main,
+            [
+                "--arch",
+                "qwen3.5",
+                "--seed",
+                "4",
+                "--vocab",
+                "2048",
+                "--tokenizer",
+                "qwen3",
+                "--text-only",
+                "-o",
+                d,
+            ],
+        )
         with open(os.path.join(d, "config.json")) as f:
             cfg = json.load(f)
-        cfg["full_attention_interval"] = 4     # layer 1 becomes a DeltaNet layer on paper only
+        cfg["full_attention_interval"] = 4  # layer 1 becomes a DeltaNet layer on paper only
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(cfg, f)
         code, err = run_main(convert.main, [d, "-o", d + ".mlb", "--quant", "f32"])
@@ -215,7 +299,7 @@ class ConvertTest(unittest.TestCase):
         toks = list(range(5, 45))
         base = ref_forward.forward(self.vl, toks)
         other = ref_forward.forward(self.vl, [7] * 30 + toks[30:])
-        self.assertGreater(np.abs(base[-1] - other[-1]).max(), 0.05)   # history reaches the end
+        self.assertGreater(np.abs(base[-1] - other[-1]).max(), 0.05)  # history reaches the end
 
 
 if __name__ == "__main__":
