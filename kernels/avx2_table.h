@@ -22,9 +22,9 @@
 #include <cstring>
 
 #include "kernels/common.h"
-#include "kernels/delta_step.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
+#include "kernels/vec_math.h"
 
 namespace krafla::kernels {
 namespace avx2 {
@@ -290,39 +290,51 @@ inline void store_n(float* p, __m256 v, int64_t n) {
   }
 }
 
-// Cephes' expf polynomial on r = x - n*ln2, 2^n built in the exponent field; inputs below
-// -87 (where 2^n would leave the normal range) give 0. ~2 ulp.
-inline __m256 exp256(__m256 x) {
-  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500E-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
-  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-  const __m256i e =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
-}
-
-inline __m256 silu256(__m256 g) {
-  const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
-  return _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-}
-
-// 0.5*g*(1 + tanh(y)) == g / (1 + exp(-2y)): the sigmoid form has no cancellation for g < 0.
-inline __m256 gelu256(__m256 g) {
-  const __m256 g3 = _mm256_mul_ps(_mm256_mul_ps(g, g), g);
-  const __m256 y2 = _mm256_mul_ps(_mm256_set1_ps(-2.0f * 0.7978845608028654f),
-                                  _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), g3, g));
-  return _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), exp256(y2)));
-}
+// The vector traits of vec_math.h and delta_step.h: ymm registers, masked tails, FMA.
+struct Ymm {
+  using F = __m256;
+  static int64_t width() { return 8; }
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float x) { return _mm256_set1_ps(x); }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
+  static F load_n(const float* p, int64_t n) { return avx2::load_n(p, n); }
+  static F load_n(const float* p, int64_t n, float fill) {
+    if (n >= 8) return _mm256_loadu_ps(p);
+    const __m256i m = lane_mask(n);
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+  }
+  static void store_n(float* p, F x, int64_t n) { avx2::store_n(p, x, n); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
+  static F neg(F a) { return _mm256_sub_ps(_mm256_setzero_ps(), a); }
+  static F min(F a, F b) { return _mm256_min_ps(a, b); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
+  static F mul_sub(F a, F b, F c, F d) { return _mm256_fmsub_ps(a, b, _mm256_mul_ps(c, d)); }
+  static float hsum(F x) { return avx2::hsum(x); }
+  static float hmax(F x) { return avx2::hmax(x); }
+  static F max_n(F acc, F x, int64_t n) {
+    if (n >= 8) return _mm256_max_ps(acc, x);
+    return _mm256_max_ps(acc, _mm256_blendv_ps(acc, x, _mm256_castsi256_ps(lane_mask(n))));
+  }
+  static F add_n(F acc, F x, int64_t n) {
+    if (n >= 8) return _mm256_add_ps(acc, x);
+    return _mm256_add_ps(acc, _mm256_and_ps(_mm256_castsi256_ps(lane_mask(n)), x));
+  }
+  static F round(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
+  // 2^n built in the exponent field; 0 below kExpLo, where 2^n would leave the normal range.
+  static F exp_scale(F y, F n, F x) {
+    const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(kExpLo), _CMP_LT_OQ);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+  }
+};
 
 // Q8 activations for the integer dot: corr = c*sum(q) per block, c = 8 for Q4_0 weights (their
 // nibbles are unsigned) and q8_c for Q8_0 (0 for maddubs' sign trick, 128 for VNNI's w + 128).
@@ -367,15 +379,11 @@ void quantize_act_impl(WType t, const float* x, int64_t cols, void* dst, int32_t
 }  // namespace
 }  // namespace avx2
 
-using avx2::exp256;
-using avx2::gelu256;
 using avx2::hmax;
 using avx2::hsum;
 using avx2::kTile;
 using avx2::L;
-using avx2::lane_mask;
 using avx2::load_n;
-using avx2::silu256;
 using avx2::store_n;
 
 int row_tile() { return kTile; }
@@ -420,21 +428,6 @@ void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
-  __m256 ss = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 v = load_n(x + i, n - i);
-    ss = _mm256_fmadd_ps(v, v, ss);
-  }
-  const float scale = 1.0f / std::sqrt(hsum(ss) / float(n) + eps);
-  const __m256 vs = _mm256_set1_ps(scale), off = _mm256_set1_ps(w_offset);
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 v = load_n(x + i, n - i);
-    const __m256 wv = _mm256_add_ps(load_n(w + i, n - i), off);
-    store_n(out + i, _mm256_mul_ps(_mm256_mul_ps(v, vs), wv), n - i);
-  }
-}
-
 float dot_f32(const float* a, const float* b, int64_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int64_t i = 0;
@@ -446,87 +439,6 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return hsum(_mm256_add_ps(s0, s1));
 }
 
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  const __m256 va = _mm256_set1_ps(a);
-  for (int64_t i = 0; i < n; i += 8)
-    store_n(y + i, _mm256_fmadd_ps(va, load_n(x + i, n - i), load_n(y + i, n - i)), n - i);
-}
-
-void scale_f32(float* x, float s, int64_t n) {
-  const __m256 vs = _mm256_set1_ps(s);
-  for (int64_t i = 0; i < n; i += 8) store_n(x + i, _mm256_mul_ps(load_n(x + i, n - i), vs), n - i);
-}
-
-namespace {
-struct Ymm {
-  using F = __m256;
-  static int64_t width() { return 8; }
-  static F zero() { return _mm256_setzero_ps(); }
-  static F set1(float x) { return _mm256_set1_ps(x); }
-  static F load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
-  static F load_n(const float* p, int64_t n) { return avx2::load_n(p, n); }
-  static void store_n(float* p, F x, int64_t n) { avx2::store_n(p, x, n); }
-  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
-  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-};
-}  // namespace
-
-void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
-                float beta, int64_t dk, int64_t dv, float* out) {
-  detail::delta_step<Ymm>(S, q, k, v, decay, beta, dk, dv, out);
-}
-
-void add_f32(const float* a, const float* b, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 8)
-    store_n(out + i, _mm256_add_ps(load_n(a + i, n - i), load_n(b + i, n - i)), n - i);
-}
-
-float softmax(float* x, int64_t n) {
-  if (n <= 0) return 0.0f;
-  __m256 mx = _mm256_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 m = _mm256_castsi256_ps(lane_mask(n - i));
-    mx = _mm256_max_ps(mx, _mm256_blendv_ps(mx, load_n(x + i, n - i), m));
-  }
-  const __m256 vmax = _mm256_set1_ps(hmax(mx));
-  __m256 sum = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 m = _mm256_castsi256_ps(lane_mask(n - i));
-    const __m256 e = _mm256_and_ps(m, exp256(_mm256_sub_ps(load_n(x + i, n - i), vmax)));
-    store_n(x + i, e, n - i);
-    sum = _mm256_add_ps(sum, e);
-  }
-  const float total = hsum(sum);
-  scale_f32(x, 1.0f / total, n);
-  return total;
-}
-
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 8)
-    store_n(out + i, _mm256_mul_ps(silu256(load_n(gate + i, n - i)), load_n(up + i, n - i)), n - i);
-}
-
-void geglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 8)
-    store_n(out + i, _mm256_mul_ps(gelu256(load_n(gate + i, n - i)), load_n(up + i, n - i)), n - i);
-}
-
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
-          const float* sin) {
-  const int64_t half = rot_dim / 2;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    float* x0p = x + h * head_dim;
-    float* x1p = x0p + half;
-    for (int64_t i = 0; i < half; i += 8) {
-      const int64_t k = half - i;
-      const __m256 x0 = load_n(x0p + i, k), x1 = load_n(x1p + i, k);
-      const __m256 c = load_n(cos + i, k), s = load_n(sin + i, k);
-      store_n(x0p + i, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)), k);
-      store_n(x1p + i, _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c)), k);
-    }
-  }
-}
+KRAFLA_VEC_MATH_ENTRIES(avx2::Ymm)
 
 }  // namespace krafla::kernels

@@ -23,9 +23,9 @@
 #include <cstring>
 
 #include "kernels/common.h"
-#include "kernels/delta_step.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
+#include "kernels/vec_math.h"
 
 namespace krafla::kernels {
 namespace sse {
@@ -249,38 +249,41 @@ inline int32_t hsum_epi32(__m128i v) {
   return _mm_cvtsi128_si32(v);
 }
 
-// Cephes' expf polynomial on r = x - n*ln2, 2^n built in the exponent field; inputs below
-// -87 (where 2^n would leave the normal range) give 0. ~2 ulp.
-inline __m128 exp128(__m128 x) {
-  const __m128 tiny = _mm_cmplt_ps(x, _mm_set1_ps(-87.0f));
-  x = _mm_min_ps(_mm_max_ps(x, _mm_set1_ps(-87.0f)), _mm_set1_ps(88.0f));
-  const __m128i ni = _mm_cvtps_epi32(_mm_mul_ps(x, _mm_set1_ps(1.44269504088896341f)));  // RNE
-  const __m128 n = _mm_cvtepi32_ps(ni);
-  __m128 r = _mm_sub_ps(x, _mm_mul_ps(n, _mm_set1_ps(0.693359375f)));
-  r = _mm_sub_ps(r, _mm_mul_ps(n, _mm_set1_ps(-2.12194440e-4f)));
-  __m128 p = _mm_set1_ps(1.9875691500E-4f);
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.3981999507E-3f));
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(8.3334519073E-3f));
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(4.1665795894E-2f));
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.6666665459E-1f));
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(5.0000001201E-1f));
-  const __m128 y = _mm_add_ps(_mm_add_ps(_mm_mul_ps(p, _mm_mul_ps(r, r)), r), _mm_set1_ps(1.0f));
-  const __m128i e = _mm_slli_epi32(_mm_add_epi32(ni, _mm_set1_epi32(127)), 23);
-  return _mm_andnot_ps(tiny, _mm_mul_ps(y, _mm_castsi128_ps(e)));
-}
-
-inline __m128 silu128(__m128 g) {
-  const __m128 e = exp128(_mm_sub_ps(_mm_setzero_ps(), g));
-  return _mm_div_ps(g, _mm_add_ps(_mm_set1_ps(1.0f), e));
-}
-
-// 0.5*g*(1 + tanh(y)) == g / (1 + exp(-2y)): the sigmoid form has no cancellation for g < 0.
-inline __m128 gelu128(__m128 g) {
-  const __m128 g3 = _mm_mul_ps(_mm_mul_ps(g, g), g);
-  const __m128 y2 = _mm_mul_ps(_mm_set1_ps(-2.0f * 0.7978845608028654f),
-                               _mm_add_ps(_mm_mul_ps(_mm_set1_ps(0.044715f), g3), g));
-  return _mm_div_ps(g, _mm_add_ps(_mm_set1_ps(1.0f), exp128(y2)));
-}
+// The vector traits of vec_math.h and delta_step.h: xmm registers, tails padded through
+// memory (no masked loads before AVX), no FMA: fma is a multiply and an add.
+struct Xmm {
+  using F = __m128;
+  static int64_t width() { return 4; }
+  static F zero() { return _mm_setzero_ps(); }
+  static F set1(float x) { return _mm_set1_ps(x); }
+  static F load(const float* p) { return _mm_loadu_ps(p); }
+  static void store(float* p, F x) { _mm_storeu_ps(p, x); }
+  static F load_n(const float* p, int64_t n, float fill = 0.0f) { return sse::load_n(p, n, fill); }
+  static void store_n(float* p, F x, int64_t n) { sse::store_n(p, x, n); }
+  static F add(F a, F b) { return _mm_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm_div_ps(a, b); }
+  static F neg(F a) { return _mm_sub_ps(_mm_setzero_ps(), a); }
+  static F min(F a, F b) { return _mm_min_ps(a, b); }
+  static F max(F a, F b) { return _mm_max_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
+  static F fnma(F a, F b, F c) { return _mm_sub_ps(c, _mm_mul_ps(a, b)); }
+  static F mul_sub(F a, F b, F c, F d) { return _mm_sub_ps(_mm_mul_ps(a, b), _mm_mul_ps(c, d)); }
+  static float hsum(F x) { return sse::hsum(x); }
+  static float hmax(F x) { return sse::hmax(x); }
+  static F max_n(F acc, F x, int64_t) { return _mm_max_ps(acc, x); }  // padded tails
+  static F add_n(F acc, F x, int64_t) { return _mm_add_ps(acc, x); }
+  // SSE2 has no roundps: through int32 (cvtps2dq rounds to nearest even).
+  static F round(F x) { return _mm_cvtepi32_ps(_mm_cvtps_epi32(x)); }
+  static constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
+  // 2^n built in the exponent field; 0 below kExpLo, where 2^n would leave the normal range.
+  static F exp_scale(F y, F n, F x) {
+    const __m128 tiny = _mm_cmplt_ps(x, _mm_set1_ps(kExpLo));
+    const __m128i e = _mm_slli_epi32(_mm_add_epi32(_mm_cvtps_epi32(n), _mm_set1_epi32(127)), 23);
+    return _mm_andnot_ps(tiny, _mm_mul_ps(y, _mm_castsi128_ps(e)));
+  }
+};
 
 // One block of 32 floats to int8 with d = max|x|/127 and q = round-half-even(x / d), as
 // scalar::quantize_row_q8_0 computes them (same operations, so the same q). Returns sum(q).
@@ -424,21 +427,6 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
   }
 }
 
-void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
-  __m128 ss = _mm_setzero_ps();
-  for (int64_t i = 0; i < n; i += 4) {
-    const __m128 v = load_n(x + i, n - i);
-    ss = _mm_add_ps(ss, _mm_mul_ps(v, v));
-  }
-  const float scale = 1.0f / std::sqrt(sse::hsum(ss) / float(n) + eps);
-  const __m128 vs = _mm_set1_ps(scale), off = _mm_set1_ps(w_offset);
-  for (int64_t i = 0; i < n; i += 4) {
-    const __m128 v = load_n(x + i, n - i);
-    const __m128 wv = _mm_add_ps(load_n(w + i, n - i), off);
-    store_n(out + i, _mm_mul_ps(_mm_mul_ps(v, vs), wv), n - i);
-  }
-}
-
 float dot_f32(const float* a, const float* b, int64_t n) {
   __m128 s0 = _mm_setzero_ps(), s1 = _mm_setzero_ps();
   int64_t i = 0;
@@ -450,86 +438,6 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return sse::hsum(_mm_add_ps(s0, s1));
 }
 
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  const __m128 va = _mm_set1_ps(a);
-  for (int64_t i = 0; i < n; i += 4)
-    store_n(y + i, _mm_add_ps(load_n(y + i, n - i), _mm_mul_ps(va, load_n(x + i, n - i))), n - i);
-}
-
-void scale_f32(float* x, float s, int64_t n) {
-  const __m128 vs = _mm_set1_ps(s);
-  for (int64_t i = 0; i < n; i += 4) store_n(x + i, _mm_mul_ps(load_n(x + i, n - i), vs), n - i);
-}
-
-namespace {
-struct Xmm {  // no FMA before AVX2: fma is a multiply and an add
-  using F = __m128;
-  static int64_t width() { return 4; }
-  static F zero() { return _mm_setzero_ps(); }
-  static F set1(float x) { return _mm_set1_ps(x); }
-  static F load(const float* p) { return _mm_loadu_ps(p); }
-  static void store(float* p, F x) { _mm_storeu_ps(p, x); }
-  static F load_n(const float* p, int64_t n) { return sse::load_n(p, n); }
-  static void store_n(float* p, F x, int64_t n) { sse::store_n(p, x, n); }
-  static F mul(F a, F b) { return _mm_mul_ps(a, b); }
-  static F sub(F a, F b) { return _mm_sub_ps(a, b); }
-  static F fma(F a, F b, F c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
-};
-}  // namespace
-
-void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
-                float beta, int64_t dk, int64_t dv, float* out) {
-  detail::delta_step<Xmm>(S, q, k, v, decay, beta, dk, dv, out);
-}
-
-void add_f32(const float* a, const float* b, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 4)
-    store_n(out + i, _mm_add_ps(load_n(a + i, n - i), load_n(b + i, n - i)), n - i);
-}
-
-float softmax(float* x, int64_t n) {
-  if (n <= 0) return 0.0f;
-  // Lanes past the end read -inf: they leave the max alone and their exp is 0.
-  __m128 mx = _mm_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < n; i += 4) mx = _mm_max_ps(mx, load_n(x + i, n - i, -INFINITY));
-  const __m128 vmax = _mm_set1_ps(sse::hmax(mx));
-  __m128 sum = _mm_setzero_ps();
-  for (int64_t i = 0; i < n; i += 4) {
-    const __m128 e = sse::exp128(_mm_sub_ps(load_n(x + i, n - i, -INFINITY), vmax));
-    store_n(x + i, e, n - i);
-    sum = _mm_add_ps(sum, e);
-  }
-  const float total = sse::hsum(sum);
-  scale_f32(x, 1.0f / total, n);
-  return total;
-}
-
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 4)
-    store_n(out + i, _mm_mul_ps(sse::silu128(load_n(gate + i, n - i)), load_n(up + i, n - i)),
-            n - i);
-}
-
-void geglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 4)
-    store_n(out + i, _mm_mul_ps(sse::gelu128(load_n(gate + i, n - i)), load_n(up + i, n - i)),
-            n - i);
-}
-
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
-          const float* sin) {
-  const int64_t half = rot_dim / 2;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    float* x0p = x + h * head_dim;
-    float* x1p = x0p + half;
-    for (int64_t i = 0; i < half; i += 4) {
-      const int64_t k = half - i;
-      const __m128 x0 = load_n(x0p + i, k), x1 = load_n(x1p + i, k);
-      const __m128 c = load_n(cos + i, k), s = load_n(sin + i, k);
-      store_n(x0p + i, _mm_sub_ps(_mm_mul_ps(x0, c), _mm_mul_ps(x1, s)), k);
-      store_n(x1p + i, _mm_add_ps(_mm_mul_ps(x0, s), _mm_mul_ps(x1, c)), k);
-    }
-  }
-}
+KRAFLA_VEC_MATH_ENTRIES(sse::Xmm)
 
 }  // namespace krafla::kernels
