@@ -10,8 +10,8 @@
 //    Q4_0 nibbles are stored in signed form, n xor 8 = (n - 8) as 4-bit two's complement, so a
 //    shift (and a mask or arithmetic shift) gives the signed value: no activation block sums.
 //  * Every ISA's block dot ("Dot" below) produces each (row, token)'s exact int32 block sum in
-//    the row's lane; q_kernel then does acc = fma(float(isum), d_w*d_a, acc) per block, whatever
-//    the register tile or token grouping: bitwise batch/range independence.
+//    the row's lane; tiled.h's q_kernel then does acc = fma(float(isum), d_w*d_a, acc) per
+//    block, whatever the register tile or token grouping: bitwise batch/range independence.
 // Include from exactly one TU (only one kernels/<isa>.cpp is compiled in a build): it defines
 // the table entries common to the four; the TU defines isa_name, missing_cpu_feature, pack and
 // matmul on top of arm::pack_tiles and tiled::matmul<arm::Tiled<Dot>>.
@@ -137,93 +137,7 @@ void pack_tiles(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0
   }
 }
 
-// ---- matmul: F32/F16 tiles, and the float half of the quantized tiles ----
-
-inline void store_rows(float* dst, float32x4_t v, int valid) { store_n(dst, v, valid); }
-
-template <bool kF16, int R, int T>
-void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x, float* out,
-              int64_t ld_out, const int* valid) {
-  float32x4_t acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = vdupq_n_f32(0.0f);
-  for (int64_t c = 0; c < cols; ++c) {
-    float32x4_t wv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* p = w + r * tbytes + c * kTile * (kF16 ? 2 : 4);
-      if constexpr (T == 1) __builtin_prefetch(p + 512);
-      wv[r] = kF16 ? half4(p) : vld1q_f32(reinterpret_cast<const float*>(p));
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const float32x4_t xv = vdupq_n_f32(x[t][c]);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][t] = vfmaq_f32(acc[r][t], wv[r], xv);
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// R row tiles x T tokens. Dot::block fills isum[r][t] with the exact int32 block sums of the
-// tile's 4 rows (lane = row) for token t.
-template <class Dot, bool kQ4, int R, int T>
-void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
-              int64_t ld_out, const int* valid) {
-  constexpr size_t kRec = kQ4 ? L::kQ4Rec : L::kQ8Rec;
-  float32x4_t acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      wb[r] = w + r * tbytes + b * kRec;
-      if constexpr (T == 1) __builtin_prefetch(wb[r] + 8 * kRec);
-    }
-    int32x4_t isum[R][T];
-    Dot::template block<kQ4, R, T>(wb, a, b, isum);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const float32x4_t dw = half4(wb[r]);
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t)
-        acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(isum[r][t]), vmulq_n_f32(dw, a[t][b].d));
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// The ISA's entry in tiled.h's driver. Dot::kDecodeTiles: row tiles per single-token pass.
-template <class Dot>
-struct Tiled {
-  static constexpr int kTile = arm::kTile;
-  static constexpr int64_t r_step(int64_t tok_step) {
-    return tok_step == 1 ? Dot::kDecodeTiles : tok_step == 2 ? 2 : 1;
-  }
-  // Register tiles the driver may ask for: their accumulators must fit the register file.
-  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
-  template <bool kQ4, int R, int T>
-  static void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a,
-                       float* out, int64_t ld_out, const int* valid) {
-    arm::q_kernel<Dot, kQ4, R, T>(w, tbytes, nb, a, out, ld_out, valid);
-  }
-  template <bool kF16, int R, int T>
-  static void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x,
-                       float* out, int64_t ld_out, const int* valid) {
-    arm::f_kernel<kF16, R, T>(w, tbytes, cols, x, out, ld_out, valid);
-  }
-};
+// ---- matmul ----
 
 // Plain NEON block dot on the dword-lane arrangement (neon32, neon): vmull_s8 products of a
 // row's 4 quants with the group's activations, widened pairwise into int32 (vpadalq_s16).
@@ -252,7 +166,8 @@ struct MullDot {
         int8x16_t wl[R], wh[R];
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          const int8x16_t v = vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants + 16 * k));
+          const int8x16_t v =
+              vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants + 16 * k));
           wl[r] = vshrq_n_s8(vshlq_n_s8(v, 4), 4);  // elements 4k..4k+3
           wh[r] = vshrq_n_s8(v, 4);                 // elements 16+4k..
         }
@@ -338,6 +253,33 @@ struct Qreg {
     const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
     const float32x4_t v = vmulq_f32(y, vreinterpretq_f32_s32(e));
     return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(v), tiny));
+  }
+};
+
+// The ISA's tile policy for tiled.h's register-tile bodies and driver, around the TU's block
+// dot (Dot::block; Dot::kDecodeTiles: row tiles per single-token pass).
+template <class Dot>
+struct Tiled {
+  using V = Qreg;
+  using I = int32x4_t;
+  static constexpr int kTile = arm::kTile;
+  static constexpr int64_t r_step(int64_t tok_step) {
+    return tok_step == 1 ? Dot::kDecodeTiles : tok_step == 2 ? 2 : 1;
+  }
+  // Register tiles the driver may ask for: their accumulators must fit the register file.
+  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
+  static float32x4_t to_f32(int32x4_t x) { return vcvtq_f32_s32(x); }
+  static float32x4_t load_f16(const uint8_t* p) { return half4(p); }
+  // The first line of the record 8 ahead: the hardware prefetcher follows the stream.
+  static void prefetch_q(const uint8_t* rec, size_t bytes) { __builtin_prefetch(rec + 8 * bytes); }
+  template <bool kF16>
+  static void prefetch_f(const uint8_t* col, int64_t) {
+    __builtin_prefetch(col + 512);
+  }
+  template <bool kQ4, int R, int T>
+  static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                    int32x4_t (&isum)[R][T]) {
+    Dot::template block<kQ4, R, T>(wb, a, b, isum);
   }
 };
 

@@ -14,7 +14,8 @@
 //    tile (4 tiles x 1 token, 2 x 2, 1 x 3-4): bitwise batch/range independence.
 // Include from exactly one TU (only one kernels/<isa>.cpp is compiled in a build): it defines
 // the table entries common to both, and the TU defines isa_name, missing_cpu_feature, pack,
-// quantize_act and matmul on top of L::pack, avx2::quantize_act_impl and avx2::Avx2<kVnni>.
+// quantize_act and matmul on top of L::pack, avx2::quantize_act_impl and the tile policy
+// avx2::Avx2<kVnni>.
 #pragma once
 #include <immintrin.h>
 
@@ -34,7 +35,6 @@ constexpr int kTile = 8;
 using L = tiled::Layout<kTile>;
 using tiled::ActBlock;
 using tiled::imin;
-constexpr size_t kQ4Rec = L::kQ4Rec, kQ8Rec = L::kQ8Rec;  // (tile, block) record bytes
 // Decode prefetch distance, in (tile, block) records ahead of use in each tile stream. 2-8
 // measured alike (+15-30% over no prefetch on Zen 4); 16+ starts to lose. On Zen 5: avx2
 // +42-65% on Q8_0/Q4_0 decode, avxvnni +20-40% on Q4_0 and even on Q8_0.
@@ -45,225 +45,11 @@ inline __m256i lane_mask(int64_t n) {  // lanes < n all-ones
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-inline void store_rows(float* dst, __m256 v, int valid) {
-  if (valid >= kTile) {
-    _mm256_storeu_ps(dst, v);
-  } else {
-    _mm256_maskstore_ps(dst, lane_mask(valid), v);
-  }
-}
-
 inline __m256i bcast4(const int8_t* p) {
   int32_t q;
   std::memcpy(&q, p, 4);
   return _mm256_set1_epi32(q);
 }
-
-// The AVX-VNNI block dot: vpdpbusd takes the weights as its unsigned operand (Q4 nibbles as
-// they are, Q8 stored xor 0x80 = w + 128) and the int32 lane starts at -corr = -c*sum(a).
-template <bool kQ4, int R, int T>
-inline void vnni_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
-                       __m256i (&ia)[R][T]) {
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) {
-    const __m256i c = _mm256_set1_epi32(-a[t][b].corr);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) ia[r][t] = c;
-  }
-  if constexpr (kQ4) {
-    const __m256i m0f = _mm256_set1_epi8(0x0f);
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      __m256i lo[R], hi[R];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const __m256i v =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * k));
-        lo[r] = _mm256_and_si256(v, m0f);
-        hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
-      }
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        const __m256i alo = bcast4(a[t][b].qs + 4 * k), ahi = bcast4(a[t][b].qs + 16 + 4 * k);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          ia[r][t] = _mm256_dpbusd_avx_epi32(ia[r][t], lo[r], alo);
-          ia[r][t] = _mm256_dpbusd_avx_epi32(ia[r][t], hi[r], ahi);
-        }
-      }
-    }
-  } else {
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      __m256i v[R];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * g));
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        const __m256i ag = bcast4(a[t][b].qs + 4 * g);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) ia[r][t] = _mm256_dpbusd_avx_epi32(ia[r][t], v[r], ag);
-      }
-    }
-  }
-}
-
-template <bool kVnni, bool kQ4, int R, int T>
-void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
-              int64_t ld_out, const int* valid) {
-  constexpr size_t kRec = kQ4 ? kQ4Rec : kQ8Rec;
-  const __m256i m0f = _mm256_set1_epi8(0x0f);
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  __m256 acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      wb[r] = w + r * tbytes + b * kRec;
-      if constexpr (T == 1) {
-#pragma GCC unroll 16
-        for (size_t l = 0; l < kRec; l += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(wb[r] + kPrefetchRecs * kRec + l),
-                       _MM_HINT_T0);
-      }
-    }
-    __m256i ia[R][T];
-    if constexpr (kVnni) {
-      vnni_block<kQ4, R, T>(wb, a, b, ia);
-    } else if constexpr (kQ4) {
-      __m256i s16[R][T];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) s16[r][t] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        __m256i lo[R], hi[R];
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          const __m256i v =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * k));
-          lo[r] = _mm256_and_si256(v, m0f);
-          hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
-        }
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const __m256i alo = bcast4(a[t][b].qs + 4 * k), ahi = bcast4(a[t][b].qs + 16 + 4 * k);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) {
-            s16[r][t] = _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(lo[r], alo));
-            s16[r][t] = _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(hi[r], ahi));
-          }
-        }
-      }
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        const __m256i c = _mm256_set1_epi32(a[t][b].corr);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r)
-          ia[r][t] = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][t], ones16), c);
-      }
-    } else {
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) ia[r][t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        __m256i v[R], av[R];
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * g));
-          av[r] = _mm256_abs_epi8(v[r]);
-        }
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const __m256i ag = bcast4(a[t][b].qs + 4 * g);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) {
-            const __m256i p = _mm256_maddubs_epi16(av[r], _mm256_sign_epi8(ag, v[r]));
-            ia[r][t] = _mm256_add_epi32(ia[r][t], _mm256_madd_epi16(p, ones16));
-          }
-        }
-      }
-    }
-    __m256 dw[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-      dw[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[r])));
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m256 da = _mm256_set1_ps(a[t][b].d);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        acc[r][t] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][t]), _mm256_mul_ps(dw[r], da), acc[r][t]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-template <bool kF16, int R, int T>
-void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x, float* out,
-              int64_t ld_out, const int* valid) {
-  __m256 acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  for (int64_t c = 0; c < cols; ++c) {
-    __m256 wv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* p = w + r * tbytes + c * kTile * (kF16 ? 2 : 4);
-      if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(p + 1024), _MM_HINT_T0);
-      wv[r] = kF16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))
-                   : _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m256 xv = _mm256_set1_ps(x[t][c]);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// The ISA's entry in the shared tiled driver (tiled.h).
-template <bool kVnni>
-struct Avx2 {
-  static constexpr int kTile = avx2::kTile;
-  static constexpr int64_t r_step(int64_t tok_step) {
-    return tok_step == 1 ? 4 : tok_step == 2 ? 2 : 1;
-  }
-  // Register tiles the driver may ask for: their accumulators must fit the register file.
-  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
-  template <bool kQ4, int R, int T>
-  static void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a,
-                       float* out, int64_t ld_out, const int* valid) {
-    avx2::q_kernel<kVnni, kQ4, R, T>(w, tbytes, nb, a, out, ld_out, valid);
-  }
-  template <bool kF16, int R, int T>
-  static void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x,
-                       float* out, int64_t ld_out, const int* valid) {
-    avx2::f_kernel<kF16, R, T>(w, tbytes, cols, x, out, ld_out, valid);
-  }
-};
-
-// ---- vector math ----
 
 inline float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -333,6 +119,156 @@ struct Ymm {
     const __m256i e =
         _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+  }
+};
+
+// ---- matmul ----
+
+// The AVX-VNNI block dot: vpdpbusd takes the weights as its unsigned operand (Q4 nibbles as
+// they are, Q8 stored xor 0x80 = w + 128) and the int32 lane starts at -corr = -c*sum(a).
+template <bool kQ4, int R, int T>
+inline void vnni_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                       __m256i (&ia)[R][T]) {
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    const __m256i c = _mm256_set1_epi32(-a[t][b].corr);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) ia[r][t] = c;
+  }
+  if constexpr (kQ4) {
+    const __m256i m0f = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      __m256i lo[R], hi[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m256i v =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * k));
+        lo[r] = _mm256_and_si256(v, m0f);
+        hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const __m256i alo = bcast4(a[t][b].qs + 4 * k), ahi = bcast4(a[t][b].qs + 16 + 4 * k);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          ia[r][t] = _mm256_dpbusd_avx_epi32(ia[r][t], lo[r], alo);
+          ia[r][t] = _mm256_dpbusd_avx_epi32(ia[r][t], hi[r], ahi);
+        }
+      }
+    }
+  } else {
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      __m256i v[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+        v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * g));
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const __m256i ag = bcast4(a[t][b].qs + 4 * g);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) ia[r][t] = _mm256_dpbusd_avx_epi32(ia[r][t], v[r], ag);
+      }
+    }
+  }
+}
+
+// The AVX2 block dot, vpmaddubsw + vpmaddwd (see the top comment for the int16 bounds).
+template <bool kQ4, int R, int T>
+inline void maddubs_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                          __m256i (&ia)[R][T]) {
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  if constexpr (kQ4) {
+    const __m256i m0f = _mm256_set1_epi8(0x0f);
+    __m256i s16[R][T];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) s16[r][t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      __m256i lo[R], hi[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m256i v =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * k));
+        lo[r] = _mm256_and_si256(v, m0f);
+        hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const __m256i alo = bcast4(a[t][b].qs + 4 * k), ahi = bcast4(a[t][b].qs + 16 + 4 * k);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          s16[r][t] = _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(lo[r], alo));
+          s16[r][t] = _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(hi[r], ahi));
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const __m256i c = _mm256_set1_epi32(a[t][b].corr);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+        ia[r][t] = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][t], ones16), c);
+    }
+  } else {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) ia[r][t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      __m256i v[R], av[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * g));
+        av[r] = _mm256_abs_epi8(v[r]);
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const __m256i ag = bcast4(a[t][b].qs + 4 * g);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const __m256i p = _mm256_maddubs_epi16(av[r], _mm256_sign_epi8(ag, v[r]));
+          ia[r][t] = _mm256_add_epi32(ia[r][t], _mm256_madd_epi16(p, ones16));
+        }
+      }
+    }
+  }
+}
+
+// The ISA's tile policy for tiled.h's register-tile bodies and driver.
+template <bool kVnni>
+struct Avx2 {
+  using V = Ymm;
+  using I = __m256i;
+  static constexpr int kTile = avx2::kTile;
+  static constexpr int64_t r_step(int64_t tok_step) {
+    return tok_step == 1 ? 4 : tok_step == 2 ? 2 : 1;
+  }
+  // Register tiles the driver may ask for: their accumulators must fit the register file.
+  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
+  static __m256 to_f32(__m256i x) { return _mm256_cvtepi32_ps(x); }
+  static __m256 load_f16(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static void prefetch_q(const uint8_t* rec, size_t bytes) {
+    tiled::prefetch_lines(rec + kPrefetchRecs * bytes, bytes);
+  }
+  template <bool kF16>
+  static void prefetch_f(const uint8_t* col, int64_t) {
+    _mm_prefetch(reinterpret_cast<const char*>(col + 1024), _MM_HINT_T0);
+  }
+  template <bool kQ4, int R, int T>
+  static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                    __m256i (&ia)[R][T]) {
+    if constexpr (kVnni) {
+      vnni_block<kQ4, R, T>(wb, a, b, ia);
+    } else {
+      maddubs_block<kQ4, R, T>(wb, a, b, ia);
+    }
   }
 };
 

@@ -26,157 +26,9 @@ constexpr int kTile = 16;
 using L = tiled::Layout<kTile>;
 using tiled::ActBlock;
 using tiled::imin;
-constexpr size_t kQ4Rec = L::kQ4Rec, kQ8Rec = L::kQ8Rec;  // (tile, block) record bytes
 // Decode prefetch distance, in (tile, block) records ahead of use in each tile stream. 2-8
 // measured alike (+15-30% over no prefetch on Zen 4); 16+ starts to lose.
 constexpr size_t kPrefetchRecs = 8;
-
-inline void store_rows(float* dst, __m512 v, int valid) {
-  if (valid >= kTile) {
-    _mm512_storeu_ps(dst, v);
-  } else {
-    _mm512_mask_storeu_ps(dst, __mmask16((1u << valid) - 1), v);
-  }
-}
-
-// R row tiles x T tokens of quantized matmul. w: first tile's record 0; a[t]: token t's blocks.
-template <bool kQ4, int R, int T>
-void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
-              int64_t ld_out, const int* valid) {
-  constexpr size_t kRec = kQ4 ? kQ4Rec : kQ8Rec;
-  const __m512i m0f = _mm512_set1_epi8(0x0f);
-  __m512 acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      wb[r] = w + r * tbytes + b * kRec;
-      if constexpr (T == 1) {
-        // Decode is a pure weight stream: ask for records well ahead of use.
-#pragma GCC unroll 16
-        for (size_t l = 0; l < kRec; l += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(wb[r] + kPrefetchRecs * kRec + l),
-                       _MM_HINT_T0);
-      }
-    }
-    __m512i ia[R][T];
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m512i c = _mm512_set1_epi32(-a[t][b].corr);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) ia[r][t] = c;
-    }
-    if constexpr (kQ4) {
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        __m512i lo[R], hi[R];
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          const __m512i v = _mm512_loadu_si512(wb[r] + L::kQuants + 64 * k);
-          lo[r] = _mm512_and_si512(v, m0f);
-          hi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
-        }
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          int32_t q_lo, q_hi;
-          std::memcpy(&q_lo, a[t][b].qs + 4 * k, 4);
-          std::memcpy(&q_hi, a[t][b].qs + 16 + 4 * k, 4);
-          const __m512i alo = _mm512_set1_epi32(q_lo), ahi = _mm512_set1_epi32(q_hi);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) {
-            ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], lo[r], alo);
-            ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], hi[r], ahi);
-          }
-        }
-      }
-    } else {
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        __m512i v[R];
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) v[r] = _mm512_loadu_si512(wb[r] + L::kQuants + 64 * g);
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          int32_t q;
-          std::memcpy(&q, a[t][b].qs + 4 * g, 4);
-          const __m512i ag = _mm512_set1_epi32(q);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], v[r], ag);
-        }
-      }
-    }
-    __m512 dw[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-      dw[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r])));
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m512 da = _mm512_set1_ps(a[t][b].d);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        acc[r][t] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][t]), _mm512_mul_ps(dw[r], da), acc[r][t]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// R row tiles x T tokens of F32/F16 matmul: acc = fma(w[c], x[c], acc) over c in order.
-template <bool kF16, int R, int T>
-void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x, float* out,
-              int64_t ld_out, const int* valid) {
-  __m512 acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < cols; ++c) {
-    __m512 wv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* p = w + r * tbytes + c * kTile * (kF16 ? 2 : 4);
-      if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(p + 1024), _MM_HINT_T0);
-      wv[r] = kF16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))
-                   : _mm512_loadu_ps(p);
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m512 xv = _mm512_set1_ps(x[t][c]);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// The ISA's entry in the shared tiled driver (tiled.h).
-struct Avx512 {
-  static constexpr int kTile = krafla::kernels::kTile;
-  static constexpr int64_t r_step(int64_t tok_step) { return tok_step <= 2 ? 4 : 2; }
-  // Register tiles the driver may ask for: their accumulators must fit the register file.
-  static constexpr bool supports(int R, int T) { return T <= 2 || R <= 2; }
-  template <bool kQ4, int R, int T>
-  static void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a,
-                       float* out, int64_t ld_out, const int* valid) {
-    krafla::kernels::q_kernel<kQ4, R, T>(w, tbytes, nb, a, out, ld_out, valid);
-  }
-  template <bool kF16, int R, int T>
-  static void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x,
-                       float* out, int64_t ld_out, const int* valid) {
-    krafla::kernels::f_kernel<kF16, R, T>(w, tbytes, cols, x, out, ld_out, valid);
-  }
-};
 
 inline __mmask16 tail_mask(int64_t left) {
   return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
@@ -216,6 +68,84 @@ struct Zmm {
   // clamp only has to keep n finite.
   static constexpr float kExpLo = -104.0f, kExpHi = 88.7f;
   static F exp_scale(F y, F n, F) { return _mm512_scalef_ps(y, n); }
+};
+
+// The block dot: ia starts at -corr, then one vpdpbusd per 4-byte group.
+template <bool kQ4, int R, int T>
+inline void vnni_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                       __m512i (&ia)[R][T]) {
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    const __m512i c = _mm512_set1_epi32(-a[t][b].corr);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) ia[r][t] = c;
+  }
+  if constexpr (kQ4) {
+    const __m512i m0f = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      __m512i lo[R], hi[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m512i v = _mm512_loadu_si512(wb[r] + L::kQuants + 64 * k);
+        lo[r] = _mm512_and_si512(v, m0f);
+        hi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        int32_t q_lo, q_hi;
+        std::memcpy(&q_lo, a[t][b].qs + 4 * k, 4);
+        std::memcpy(&q_hi, a[t][b].qs + 16 + 4 * k, 4);
+        const __m512i alo = _mm512_set1_epi32(q_lo), ahi = _mm512_set1_epi32(q_hi);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], lo[r], alo);
+          ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], hi[r], ahi);
+        }
+      }
+    }
+  } else {
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      __m512i v[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) v[r] = _mm512_loadu_si512(wb[r] + L::kQuants + 64 * g);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        int32_t q;
+        std::memcpy(&q, a[t][b].qs + 4 * g, 4);
+        const __m512i ag = _mm512_set1_epi32(q);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], v[r], ag);
+      }
+    }
+  }
+}
+
+// The ISA's tile policy for tiled.h's register-tile bodies and driver.
+struct Avx512 {
+  using V = Zmm;
+  using I = __m512i;
+  static constexpr int kTile = krafla::kernels::kTile;
+  static constexpr int64_t r_step(int64_t tok_step) { return tok_step <= 2 ? 4 : 2; }
+  // Register tiles the driver may ask for: their accumulators must fit the register file.
+  static constexpr bool supports(int R, int T) { return T <= 2 || R <= 2; }
+  static __m512 to_f32(__m512i x) { return _mm512_cvtepi32_ps(x); }
+  static __m512 load_f16(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static void prefetch_q(const uint8_t* rec, size_t bytes) {
+    tiled::prefetch_lines(rec + kPrefetchRecs * bytes, bytes);
+  }
+  template <bool kF16>
+  static void prefetch_f(const uint8_t* col, int64_t) {
+    _mm_prefetch(reinterpret_cast<const char*>(col + 1024), _MM_HINT_T0);
+  }
+  template <bool kQ4, int R, int T>
+  static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                    __m512i (&ia)[R][T]) {
+    vnni_block<kQ4, R, T>(wb, a, b, ia);
+  }
 };
 
 }  // namespace

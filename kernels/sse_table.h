@@ -35,7 +35,6 @@ constexpr int kTile = 4;
 using L = tiled::Layout<kTile>;
 using tiled::ActBlock;
 using tiled::imin;
-constexpr size_t kQ4Rec = L::kQ4Rec, kQ8Rec = L::kQ8Rec;  // (tile, block) record bytes
 // F32 decode prefetch distance in bytes of a tile's column stream: +7-22% on Zen 5 at
 // 2048x2048 and 5632x2048. F16 decode is bound by the software conversion and gets none
 // (prefetching measured -3 to -11%). The quantized distance is the Dot's kPrefetchRecs.
@@ -127,108 +126,6 @@ inline __m128i ps_to_half4(__m128 v) {
   return _mm_or_si128(r, _mm_srai_epi32(sign, 16));
 }
 
-// ---- matmul ----
-
-// R row tiles x T tokens of quantized matmul. w: first tile's record 0; a[t]: token t's blocks.
-template <class Dot, bool kQ4, int R, int T>
-void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
-              int64_t ld_out, const int* valid) {
-  constexpr size_t kRec = kQ4 ? kQ4Rec : kQ8Rec;
-  __m128 acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm_setzero_ps();
-
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      wb[r] = w + r * tbytes + b * kRec;
-      if constexpr (T == 1 && Dot::kPrefetchRecs > 0) {
-        // Decode is a pure weight stream: ask for records well ahead of use.
-#pragma GCC unroll 16
-        for (size_t l = 0; l < kRec; l += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(wb[r] + Dot::kPrefetchRecs * kRec + l),
-                       _MM_HINT_T0);
-      }
-    }
-    __m128i ia[R][T];
-    Dot::template block<kQ4, R, T>(wb, a, b, ia);
-    __m128 dw[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) dw[r] = load_half4<false>(wb[r]);
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m128 da = _mm_set1_ps(a[t][b].d);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        acc[r][t] =
-            _mm_add_ps(acc[r][t], _mm_mul_ps(_mm_cvtepi32_ps(ia[r][t]), _mm_mul_ps(dw[r], da)));
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_n(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// R row tiles x T tokens of F32/F16 matmul: acc += w[c] * x[c] over c in order.
-template <bool kF16, int R, int T>
-void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x, float* out,
-              int64_t ld_out, const int* valid) {
-  constexpr size_t kColBytes = kTile * (kF16 ? 2 : 4);
-  constexpr int64_t kColsPerLine = 64 / kColBytes;
-  __m128 acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm_setzero_ps();
-  for (int64_t c = 0; c < cols; ++c) {
-    __m128 wv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* p = w + r * tbytes + c * kColBytes;
-      if constexpr (T == 1 && !kF16) {
-        if (c % kColsPerLine == 0)
-          _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
-      }
-      wv[r] = kF16 ? load_half4<false>(p) : _mm_loadu_ps(reinterpret_cast<const float*>(p));
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m128 xv = _mm_set1_ps(x[t][c]);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][t] = _mm_add_ps(acc[r][t], _mm_mul_ps(wv[r], xv));
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_n(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// The ISA's entry in the shared tiled driver (tiled.h), around the TU's block dot.
-template <class Dot>
-struct Sse {
-  static constexpr int kTile = sse::kTile;
-  static constexpr int64_t r_step(int64_t tok_step) {
-    return tok_step == 1 ? 4 : tok_step == 2 ? 2 : 1;
-  }
-  // Register tiles the driver may ask for: their accumulators must fit the register file.
-  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
-  template <bool kQ4, int R, int T>
-  static void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a,
-                       float* out, int64_t ld_out, const int* valid) {
-    sse::q_kernel<Dot, kQ4, R, T>(w, tbytes, nb, a, out, ld_out, valid);
-  }
-  template <bool kF16, int R, int T>
-  static void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x,
-                       float* out, int64_t ld_out, const int* valid) {
-    sse::f_kernel<kF16, R, T>(w, tbytes, cols, x, out, ld_out, valid);
-  }
-};
-
 // ---- vector math ----
 
 inline float hsum(__m128 v) {
@@ -282,6 +179,42 @@ struct Xmm {
     const __m128 tiny = _mm_cmplt_ps(x, _mm_set1_ps(kExpLo));
     const __m128i e = _mm_slli_epi32(_mm_add_epi32(_mm_cvtps_epi32(n), _mm_set1_epi32(127)), 23);
     return _mm_andnot_ps(tiny, _mm_mul_ps(y, _mm_castsi128_ps(e)));
+  }
+};
+
+// ---- matmul ----
+
+// The ISA's tile policy for tiled.h's register-tile bodies and driver, around the TU's block
+// dot (Dot::block, Dot::kPrefetchRecs).
+template <class Dot>
+struct Sse {
+  using V = Xmm;
+  using I = __m128i;
+  static constexpr int kTile = sse::kTile;
+  static constexpr int64_t r_step(int64_t tok_step) {
+    return tok_step == 1 ? 4 : tok_step == 2 ? 2 : 1;
+  }
+  // Register tiles the driver may ask for: their accumulators must fit the register file.
+  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
+  static __m128 to_f32(__m128i x) { return _mm_cvtepi32_ps(x); }
+  static __m128 load_f16(const uint8_t* p) { return load_half4<false>(p); }
+  static void prefetch_q(const uint8_t* rec, size_t bytes) {
+    if constexpr (Dot::kPrefetchRecs > 0)
+      tiled::prefetch_lines(rec + Dot::kPrefetchRecs * bytes, bytes);
+  }
+  // F32 only, once per cache line of the column stream (see kPrefetchBytes).
+  template <bool kF16>
+  static void prefetch_f(const uint8_t* col, int64_t c) {
+    constexpr int64_t kColsPerLine = 64 / (kTile * 4);
+    if constexpr (!kF16) {
+      if (c % kColsPerLine == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(col + kPrefetchBytes), _MM_HINT_T0);
+    }
+  }
+  template <bool kQ4, int R, int T>
+  static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                    __m128i (&ia)[R][T]) {
+    Dot::template block<kQ4, R, T>(wb, a, b, ia);
   }
 };
 
