@@ -49,8 +49,8 @@ void emit(const char* name, long long a, long long b, const void* p, size_t n) {
   std::fprintf(g_out, "%s %lld %lld %016llx\n", name, a, b, (unsigned long long)fnv(p, n));
 }
 
-constexpr int64_t kLens[] = {1,  2,  3,  4,  5,  7,   8,   9,   15,  16,  17,  23,  31,
-                             32, 33, 47, 48, 63, 64,  65,  100, 127, 128, 129, 255, 1023};
+constexpr int64_t kLens[] = {1,  2,  3,  4,  5,  7,  8,  9,   15,  16,  17,  23,  31,
+                             32, 33, 47, 48, 63, 64, 65, 100, 127, 128, 129, 255, 1023};
 const float kInf = std::numeric_limits<float>::infinity();
 const float kNan = std::numeric_limits<float>::quiet_NaN();
 
