@@ -97,8 +97,10 @@ void scale(float* x, float s, int64_t n) {
 
 template <class V>
 void add(const float* a, const float* b, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += V::width())
-    V::store_n(out + i, V::add(V::load_n(a + i, n - i), V::load_n(b + i, n - i)), n - i);
+  for (int64_t i = 0; i < n; i += V::width()) {
+    const typename V::F va = V::load_n(a + i, n - i), vb = V::load_n(b + i, n - i);
+    V::store_n(out + i, V::add(va, vb), n - i);
+  }
 }
 
 template <class V>

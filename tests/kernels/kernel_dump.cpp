@@ -62,13 +62,26 @@ void specials(std::vector<float>& v, int64_t n, int which) {
   for (int j = 0; j < 3; ++j) v[size_t((which * 7 + j * 5) % n)] = s[(which + j * 3) % 10];
 }
 
+// NaNs with distinct payloads (and signs) at the same places of every input: which operand's
+// NaN comes out of a two-input instruction is part of the output bits.
+void payload_nans(std::vector<float>& v, int64_t n, uint32_t tag) {
+  for (int64_t i = 0; i < n; i += 5) {
+    const uint32_t bits = (i % 2 ? 0xffc00000u : 0x7fc00000u) | (tag << 8) | uint32_t(i % 256);
+    std::memcpy(&v[size_t(i)], &bits, 4);
+  }
+}
+
 void vector_ops() {
   int which = 0;
   for (int64_t n : kLens) {
-    for (int sp = 0; sp < 2; ++sp, ++which) {
+    for (int sp = 0; sp < 3; ++sp, ++which) {
       auto x = floats(n, -4.0f, 4.0f), w = floats(n, -2.0f, 2.0f), y = floats(n, -3.0f, 3.0f);
       auto g = floats(n, -20.0f, 20.0f), wide = floats(n, -120.0f, 30.0f);
-      if (sp) specials(x, n, which), specials(g, n, which + 1), specials(wide, n, which + 2);
+      if (sp == 1) specials(x, n, which), specials(g, n, which + 1), specials(wide, n, which + 2);
+      if (sp == 2) {
+        payload_nans(x, n, 1), payload_nans(w, n, 2), payload_nans(y, n, 3);
+        payload_nans(g, n, 4), payload_nans(wide, n, 5);
+      }
       std::vector<float> out(static_cast<size_t>(n));
       for (float off : {0.0f, 1.0f}) {
         k::rmsnorm(x.data(), w.data(), off, 1e-6f, out.data(), n);
@@ -131,8 +144,13 @@ void rope_ops() {
     auto ang = floats(rot / 2, -6.0f, 6.0f);
     std::vector<float> c(size_t(rot / 2 + 1)), s(size_t(rot / 2 + 1));
     for (int64_t i = 0; i < rot / 2; ++i) c[i] = std::cos(ang[i]), s[i] = std::sin(ang[i]);
+    auto xn = x;
     k::rope(x.data(), nh, hd, rot, c.data(), s.data());
     emit("rope", hd, rot, x.data(), x.size() * 4);
+    payload_nans(xn, int64_t(xn.size()), 6), payload_nans(c, rot / 2, 7);
+    payload_nans(s, rot / 2, 8);
+    k::rope(xn.data(), nh, hd, rot, c.data(), s.data());
+    emit("rope_nan", hd, rot, xn.data(), xn.size() * 4);
   }
 }
 
