@@ -120,6 +120,56 @@ void bm_delta_step(benchmark::State& state, bool fused) {
                          benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
+// The F32 vector ops at TinyLlama's shapes (rows of 2048, the FFN's 5632, 32 heads of 64 for
+// RoPE, an attention row of 1024 positions for softmax), in L1/L2: the ops' own cost, not a
+// memory stream. GB/s counts the floats the op reads and writes.
+enum class VecOp { Rmsnorm, Softmax, Swiglu, Geglu, Rope, Axpy, Scale, Add };
+
+void bm_vec(benchmark::State& state, VecOp op) {
+  const int64_t n = state.range(0);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+  std::vector<float> a(n), b(n), out(n);
+  for (auto* vec : {&a, &b})
+    for (auto& x : *vec) x = u(rng);
+  const std::vector<float> a0 = a;
+  double floats = 0;
+  for (auto _ : state) {
+    switch (op) {
+      case VecOp::Rmsnorm:
+        rmsnorm(a.data(), b.data(), 0.0f, 1e-6f, out.data(), n), floats = 3.0 * n;
+        break;
+      case VecOp::Softmax:  // restore the input first so the values do not collapse
+        std::memcpy(a.data(), a0.data(), sizeof(float) * n);
+        softmax(a.data(), n), floats = 3.0 * n;
+        break;
+      case VecOp::Swiglu:
+        swiglu(a.data(), b.data(), out.data(), n), floats = 3.0 * n;
+        break;
+      case VecOp::Geglu:
+        geglu(a.data(), b.data(), out.data(), n), floats = 3.0 * n;
+        break;
+      case VecOp::Rope:  // n floats as heads of 64, cos/sin of 32
+        rope(a.data(), n / 64, 64, 64, b.data(), b.data() + 32), floats = 2.0 * n;
+        std::memcpy(a.data(), a0.data(), sizeof(float) * n);
+        break;
+      case VecOp::Axpy:
+        axpy_f32(1e-3f, a.data(), out.data(), n), floats = 3.0 * n;
+        break;
+      case VecOp::Scale:
+        scale_f32(out.data(), 0.999f, n), floats = 2.0 * n;
+        break;
+      case VecOp::Add:
+        add_f32(a.data(), b.data(), out.data(), n), floats = 3.0 * n;
+        break;
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(double(state.iterations()) * 4.0 * floats, benchmark::Counter::kIsRate,
+                         benchmark::Counter::kIs1000);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (int64_t n_tok : {1, 128})
     for (auto [rows, cols] :
@@ -138,6 +188,14 @@ BENCHMARK_CAPTURE(bm_matmul, F16, WType::F16)
 BENCHMARK(bm_quantize_act)->Arg(2048)->Arg(5632);
 BENCHMARK_CAPTURE(bm_delta_step, fused, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(bm_delta_step, composed, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(bm_vec, rmsnorm, VecOp::Rmsnorm)->Arg(2048)->Arg(2047);
+BENCHMARK_CAPTURE(bm_vec, softmax, VecOp::Softmax)->Arg(1024)->Arg(1023);
+BENCHMARK_CAPTURE(bm_vec, swiglu, VecOp::Swiglu)->Arg(5632)->Arg(5631);
+BENCHMARK_CAPTURE(bm_vec, geglu, VecOp::Geglu)->Arg(5632);
+BENCHMARK_CAPTURE(bm_vec, rope, VecOp::Rope)->Arg(2048);
+BENCHMARK_CAPTURE(bm_vec, axpy, VecOp::Axpy)->Arg(2048);
+BENCHMARK_CAPTURE(bm_vec, scale, VecOp::Scale)->Arg(2048);
+BENCHMARK_CAPTURE(bm_vec, add, VecOp::Add)->Arg(2048);
 
 }  // namespace
 }  // namespace krafla::kernels

@@ -10,8 +10,8 @@
 //    Q4_0 nibbles are stored in signed form, n xor 8 = (n - 8) as 4-bit two's complement, so a
 //    shift (and a mask or arithmetic shift) gives the signed value: no activation block sums.
 //  * Every ISA's block dot ("Dot" below) produces each (row, token)'s exact int32 block sum in
-//    the row's lane; q_kernel then does acc = fma(float(isum), d_w*d_a, acc) per block, whatever
-//    the register tile or token grouping: bitwise batch/range independence.
+//    the row's lane; tiled.h's q_kernel then does acc = fma(float(isum), d_w*d_a, acc) per
+//    block, whatever the register tile or token grouping: bitwise batch/range independence.
 // Include from exactly one TU (only one kernels/<isa>.cpp is compiled in a build): it defines
 // the table entries common to the four; the TU defines isa_name, missing_cpu_feature, pack and
 // matmul on top of arm::pack_tiles and tiled::matmul<arm::Tiled<Dot>>.
@@ -22,9 +22,9 @@
 #include <cstring>
 
 #include "kernels/common.h"
-#include "kernels/delta_step.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
+#include "kernels/vec_math.h"
 
 namespace krafla::kernels {
 namespace arm {
@@ -137,93 +137,7 @@ void pack_tiles(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0
   }
 }
 
-// ---- matmul: F32/F16 tiles, and the float half of the quantized tiles ----
-
-inline void store_rows(float* dst, float32x4_t v, int valid) { store_n(dst, v, valid); }
-
-template <bool kF16, int R, int T>
-void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x, float* out,
-              int64_t ld_out, const int* valid) {
-  float32x4_t acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = vdupq_n_f32(0.0f);
-  for (int64_t c = 0; c < cols; ++c) {
-    float32x4_t wv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* p = w + r * tbytes + c * kTile * (kF16 ? 2 : 4);
-      if constexpr (T == 1) __builtin_prefetch(p + 512);
-      wv[r] = kF16 ? half4(p) : vld1q_f32(reinterpret_cast<const float*>(p));
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const float32x4_t xv = vdupq_n_f32(x[t][c]);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][t] = vfmaq_f32(acc[r][t], wv[r], xv);
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// R row tiles x T tokens. Dot::block fills isum[r][t] with the exact int32 block sums of the
-// tile's 4 rows (lane = row) for token t.
-template <class Dot, bool kQ4, int R, int T>
-void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
-              int64_t ld_out, const int* valid) {
-  constexpr size_t kRec = kQ4 ? L::kQ4Rec : L::kQ8Rec;
-  float32x4_t acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = vdupq_n_f32(0.0f);
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      wb[r] = w + r * tbytes + b * kRec;
-      if constexpr (T == 1) __builtin_prefetch(wb[r] + 8 * kRec);
-    }
-    int32x4_t isum[R][T];
-    Dot::template block<kQ4, R, T>(wb, a, b, isum);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const float32x4_t dw = half4(wb[r]);
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t)
-        acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(isum[r][t]), vmulq_n_f32(dw, a[t][b].d));
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// The ISA's entry in tiled.h's driver. Dot::kDecodeTiles: row tiles per single-token pass.
-template <class Dot>
-struct Tiled {
-  static constexpr int kTile = arm::kTile;
-  static constexpr int64_t r_step(int64_t tok_step) {
-    return tok_step == 1 ? Dot::kDecodeTiles : tok_step == 2 ? 2 : 1;
-  }
-  // Register tiles the driver may ask for: their accumulators must fit the register file.
-  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
-  template <bool kQ4, int R, int T>
-  static void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a,
-                       float* out, int64_t ld_out, const int* valid) {
-    arm::q_kernel<Dot, kQ4, R, T>(w, tbytes, nb, a, out, ld_out, valid);
-  }
-  template <bool kF16, int R, int T>
-  static void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x,
-                       float* out, int64_t ld_out, const int* valid) {
-    arm::f_kernel<kF16, R, T>(w, tbytes, cols, x, out, ld_out, valid);
-  }
-};
+// ---- matmul ----
 
 // Plain NEON block dot on the dword-lane arrangement (neon32, neon): vmull_s8 products of a
 // row's 4 quants with the group's activations, widened pairwise into int32 (vpadalq_s16).
@@ -252,7 +166,8 @@ struct MullDot {
         int8x16_t wl[R], wh[R];
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          const int8x16_t v = vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants + 16 * k));
+          const int8x16_t v =
+              vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants + 16 * k));
           wl[r] = vshrq_n_s8(vshlq_n_s8(v, 4), 4);  // elements 4k..4k+3
           wh[r] = vshrq_n_s8(v, 4);                 // elements 16+4k..
         }
@@ -305,39 +220,68 @@ struct MullDot {
   }
 };
 
-// ---- vector math ----
+// The vector traits of vec_math.h and delta_step.h: q registers, tails padded through memory.
+// vfmaq_f32 is fused on AArch64 and on ARMv7 with VFPv4 (the neon32 guard's floor).
+struct Qreg {
+  using F = float32x4_t;
+  static int64_t width() { return 4; }
+  static F zero() { return vdupq_n_f32(0.0f); }
+  static F set1(float x) { return vdupq_n_f32(x); }
+  static F load(const float* p) { return vld1q_f32(p); }
+  static void store(float* p, F x) { vst1q_f32(p, x); }
+  static F load_n(const float* p, int64_t n, float fill = 0.0f) { return arm::load_n(p, n, fill); }
+  static void store_n(float* p, F x, int64_t n) { arm::store_n(p, x, n); }
+  static F add(F a, F b) { return vaddq_f32(a, b); }
+  static F sub(F a, F b) { return vsubq_f32(a, b); }
+  static F mul(F a, F b) { return vmulq_f32(a, b); }
+  static F div(F a, F b) { return div4(a, b); }
+  static F neg(F a) { return vnegq_f32(a); }
+  static F min(F a, F b) { return vminq_f32(a, b); }
+  static F max(F a, F b) { return vmaxq_f32(a, b); }
+  static F fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
+  static F fnma(F a, F b, F c) { return vfmsq_f32(c, a, b); }
+  static F mul_sub(F a, F b, F c, F d) { return vfmsq_f32(vmulq_f32(a, b), c, d); }
+  static float hsum(F x) { return arm::hsum(x); }
+  static float hmax(F x) { return arm::hmax(x); }
+  static F max_n(F acc, F x, int64_t) { return vmaxq_f32(acc, x); }  // padded tails
+  static F add_n(F acc, F x, int64_t) { return vaddq_f32(acc, x); }
+  static F round(F x) { return round_even(x); }
+  static constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
+  // 2^n built in the exponent field; 0 below kExpLo, where 2^n would leave the normal range.
+  static F exp_scale(F y, F n, F x) {
+    const uint32x4_t tiny = vcltq_f32(x, vdupq_n_f32(kExpLo));
+    const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
+    const float32x4_t v = vmulq_f32(y, vreinterpretq_f32_s32(e));
+    return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(v), tiny));
+  }
+};
 
-// Cephes' expf polynomial on r = x - n*ln2, 2^n built in the exponent field; inputs below
-// -87 (where 2^n would leave the normal range) give 0. ~2 ulp.
-inline float32x4_t exp4(float32x4_t x) {
-  const uint32x4_t tiny = vcltq_f32(x, vdupq_n_f32(-87.0f));
-  x = vminq_f32(vmaxq_f32(x, vdupq_n_f32(-87.0f)), vdupq_n_f32(88.0f));
-  const float32x4_t n = round_even(vmulq_f32(x, vdupq_n_f32(1.44269504088896341f)));
-  float32x4_t r = vfmsq_f32(x, n, vdupq_n_f32(0.693359375f));
-  r = vfmsq_f32(r, n, vdupq_n_f32(-2.12194440e-4f));
-  float32x4_t p = vdupq_n_f32(1.9875691500E-4f);
-  p = vfmaq_f32(vdupq_n_f32(1.3981999507E-3f), p, r);
-  p = vfmaq_f32(vdupq_n_f32(8.3334519073E-3f), p, r);
-  p = vfmaq_f32(vdupq_n_f32(4.1665795894E-2f), p, r);
-  p = vfmaq_f32(vdupq_n_f32(1.6666665459E-1f), p, r);
-  p = vfmaq_f32(vdupq_n_f32(5.0000001201E-1f), p, r);
-  const float32x4_t y = vaddq_f32(vfmaq_f32(r, p, vmulq_f32(r, r)), vdupq_n_f32(1.0f));
-  const int32x4_t e = vshlq_n_s32(vaddq_s32(vcvtq_s32_f32(n), vdupq_n_s32(127)), 23);
-  const float32x4_t v = vmulq_f32(y, vreinterpretq_f32_s32(e));
-  return vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(v), tiny));
-}
-
-inline float32x4_t silu4(float32x4_t g) {
-  return div4(g, vaddq_f32(vdupq_n_f32(1.0f), exp4(vnegq_f32(g))));
-}
-
-// 0.5*g*(1 + tanh(y)) == g / (1 + exp(-2y)): the sigmoid form has no cancellation for g < 0.
-inline float32x4_t gelu4(float32x4_t g) {
-  const float32x4_t g3 = vmulq_f32(vmulq_f32(g, g), g);
-  const float32x4_t y2 = vmulq_f32(vdupq_n_f32(-2.0f * 0.7978845608028654f),
-                                   vfmaq_f32(g, vdupq_n_f32(0.044715f), g3));
-  return div4(g, vaddq_f32(vdupq_n_f32(1.0f), exp4(y2)));
-}
+// The ISA's tile policy for tiled.h's register-tile bodies and driver, around the TU's block
+// dot (Dot::block; Dot::kDecodeTiles: row tiles per single-token pass).
+template <class Dot>
+struct Tiled {
+  using V = Qreg;
+  using I = int32x4_t;
+  static constexpr int kTile = arm::kTile;
+  static constexpr int64_t r_step(int64_t tok_step) {
+    return tok_step == 1 ? Dot::kDecodeTiles : tok_step == 2 ? 2 : 1;
+  }
+  // Register tiles the driver may ask for: their accumulators must fit the register file.
+  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
+  static float32x4_t to_f32(int32x4_t x) { return vcvtq_f32_s32(x); }
+  static float32x4_t load_f16(const uint8_t* p) { return half4(p); }
+  // The first line of the record 8 ahead: the hardware prefetcher follows the stream.
+  static void prefetch_q(const uint8_t* rec, size_t bytes) { __builtin_prefetch(rec + 8 * bytes); }
+  template <bool kF16>
+  static void prefetch_f(const uint8_t* col, int64_t) {
+    __builtin_prefetch(col + 512);
+  }
+  template <bool kQ4, int R, int T>
+  static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                    int32x4_t (&isum)[R][T]) {
+    Dot::template block<kQ4, R, T>(wb, a, b, isum);
+  }
+};
 
 // One Q8 activation block: d = amax/127 kept as f32, q = round-half-even(x/d), no block sum
 // (Q4_0 weights are signed on Arm).
@@ -416,20 +360,6 @@ void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
-  float32x4_t ss = vdupq_n_f32(0.0f);
-  for (int64_t i = 0; i < n; i += 4) {
-    const float32x4_t v = arm::load_n(x + i, n - i);
-    ss = vfmaq_f32(ss, v, v);
-  }
-  const float scale = 1.0f / std::sqrt(arm::hsum(ss) / float(n) + eps);
-  const float32x4_t off = vdupq_n_f32(w_offset);
-  for (int64_t i = 0; i < n; i += 4) {
-    const float32x4_t v = vmulq_n_f32(arm::load_n(x + i, n - i), scale);
-    arm::store_n(out + i, vmulq_f32(v, vaddq_f32(arm::load_n(w + i, n - i), off)), n - i);
-  }
-}
-
 float dot_f32(const float* a, const float* b, int64_t n) {
   float32x4_t s0 = vdupq_n_f32(0.0f), s1 = vdupq_n_f32(0.0f);
   int64_t i = 0;
@@ -441,88 +371,6 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return arm::hsum(vaddq_f32(s0, s1));
 }
 
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  const float32x4_t va = vdupq_n_f32(a);
-  for (int64_t i = 0; i < n; i += 4)
-    arm::store_n(y + i, vfmaq_f32(arm::load_n(y + i, n - i), va, arm::load_n(x + i, n - i)), n - i);
-}
-
-void scale_f32(float* x, float s, int64_t n) {
-  for (int64_t i = 0; i < n; i += 4)
-    arm::store_n(x + i, vmulq_n_f32(arm::load_n(x + i, n - i), s), n - i);
-}
-
-namespace {
-struct Qreg {  // vfmaq_f32: fused on AArch64 and on ARMv7 with VFPv4 (the neon32 guard's floor)
-  using F = float32x4_t;
-  static int64_t width() { return 4; }
-  static F zero() { return vdupq_n_f32(0.0f); }
-  static F set1(float x) { return vdupq_n_f32(x); }
-  static F load(const float* p) { return vld1q_f32(p); }
-  static void store(float* p, F x) { vst1q_f32(p, x); }
-  static F load_n(const float* p, int64_t n) { return arm::load_n(p, n); }
-  static void store_n(float* p, F x, int64_t n) { arm::store_n(p, x, n); }
-  static F mul(F a, F b) { return vmulq_f32(a, b); }
-  static F sub(F a, F b) { return vsubq_f32(a, b); }
-  static F fma(F a, F b, F c) { return vfmaq_f32(c, a, b); }
-};
-}  // namespace
-
-void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
-                float beta, int64_t dk, int64_t dv, float* out) {
-  detail::delta_step<Qreg>(S, q, k, v, decay, beta, dk, dv, out);
-}
-
-void add_f32(const float* a, const float* b, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 4)
-    arm::store_n(out + i, vaddq_f32(arm::load_n(a + i, n - i), arm::load_n(b + i, n - i)), n - i);
-}
-
-float softmax(float* x, int64_t n) {
-  if (n <= 0) return 0.0f;
-  float32x4_t mx = vdupq_n_f32(-INFINITY);
-  for (int64_t i = 0; i < n; i += 4) mx = vmaxq_f32(mx, arm::load_n(x + i, n - i, -INFINITY));
-  const float32x4_t vmax = vdupq_n_f32(arm::hmax(mx));
-  float32x4_t sum = vdupq_n_f32(0.0f);
-  for (int64_t i = 0; i < n; i += 4) {
-    // Padding lanes hold -inf: exp gives exactly 0 there.
-    const float32x4_t e = arm::exp4(vsubq_f32(arm::load_n(x + i, n - i, -INFINITY), vmax));
-    arm::store_n(x + i, e, n - i);
-    sum = vaddq_f32(sum, e);
-  }
-  const float total = arm::hsum(sum);
-  scale_f32(x, 1.0f / total, n);
-  return total;
-}
-
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 4)
-    arm::store_n(out + i,
-                 vmulq_f32(arm::silu4(arm::load_n(gate + i, n - i)), arm::load_n(up + i, n - i)),
-                 n - i);
-}
-
-void geglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 4)
-    arm::store_n(out + i,
-                 vmulq_f32(arm::gelu4(arm::load_n(gate + i, n - i)), arm::load_n(up + i, n - i)),
-                 n - i);
-}
-
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
-          const float* sin) {
-  const int64_t half = rot_dim / 2;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    float* x0p = x + h * head_dim;
-    float* x1p = x0p + half;
-    for (int64_t i = 0; i < half; i += 4) {
-      const int64_t k = half - i;
-      const float32x4_t x0 = arm::load_n(x0p + i, k), x1 = arm::load_n(x1p + i, k);
-      const float32x4_t c = arm::load_n(cos + i, k), s = arm::load_n(sin + i, k);
-      arm::store_n(x0p + i, vfmsq_f32(vmulq_f32(x0, c), x1, s), k);
-      arm::store_n(x1p + i, vfmaq_f32(vmulq_f32(x1, c), x0, s), k);
-    }
-  }
-}
+KRAFLA_VEC_MATH_ENTRIES(arm::Qreg)
 
 }  // namespace krafla::kernels

@@ -14,7 +14,8 @@
 //    tile (4 tiles x 1 token, 2 x 2, 1 x 3-4): bitwise batch/range independence.
 // Include from exactly one TU (only one kernels/<isa>.cpp is compiled in a build): it defines
 // the table entries common to both, and the TU defines isa_name, missing_cpu_feature, pack,
-// quantize_act and matmul on top of L::pack, avx2::quantize_act_impl and avx2::Avx2<kVnni>.
+// quantize_act and matmul on top of L::pack, avx2::quantize_act_impl and the tile policy
+// avx2::Avx2<kVnni>.
 #pragma once
 #include <immintrin.h>
 
@@ -22,9 +23,9 @@
 #include <cstring>
 
 #include "kernels/common.h"
-#include "kernels/delta_step.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
+#include "kernels/vec_math.h"
 
 namespace krafla::kernels {
 namespace avx2 {
@@ -34,7 +35,6 @@ constexpr int kTile = 8;
 using L = tiled::Layout<kTile>;
 using tiled::ActBlock;
 using tiled::imin;
-constexpr size_t kQ4Rec = L::kQ4Rec, kQ8Rec = L::kQ8Rec;  // (tile, block) record bytes
 // Decode prefetch distance, in (tile, block) records ahead of use in each tile stream. 2-8
 // measured alike (+15-30% over no prefetch on Zen 4); 16+ starts to lose. On Zen 5: avx2
 // +42-65% on Q8_0/Q4_0 decode, avxvnni +20-40% on Q4_0 and even on Q8_0.
@@ -45,19 +45,84 @@ inline __m256i lane_mask(int64_t n) {  // lanes < n all-ones
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-inline void store_rows(float* dst, __m256 v, int valid) {
-  if (valid >= kTile) {
-    _mm256_storeu_ps(dst, v);
-  } else {
-    _mm256_maskstore_ps(dst, lane_mask(valid), v);
-  }
-}
-
 inline __m256i bcast4(const int8_t* p) {
   int32_t q;
   std::memcpy(&q, p, 4);
   return _mm256_set1_epi32(q);
 }
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline float hmax(__m256 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256 load_n(const float* p, int64_t n) {
+  return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(n));
+}
+inline void store_n(float* p, __m256 v, int64_t n) {
+  if (n >= 8) {
+    _mm256_storeu_ps(p, v);
+  } else {
+    _mm256_maskstore_ps(p, lane_mask(n), v);
+  }
+}
+
+// The vector traits of vec_math.h and delta_step.h: ymm registers, masked tails, FMA.
+struct Ymm {
+  using F = __m256;
+  static int64_t width() { return 8; }
+  static F zero() { return _mm256_setzero_ps(); }
+  static F set1(float x) { return _mm256_set1_ps(x); }
+  static F load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
+  static F load_n(const float* p, int64_t n) { return avx2::load_n(p, n); }
+  static F load_n(const float* p, int64_t n, float fill) {
+    if (n >= 8) return _mm256_loadu_ps(p);
+    const __m256i m = lane_mask(n);
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), _mm256_maskload_ps(p, m), _mm256_castsi256_ps(m));
+  }
+  static void store_n(float* p, F x, int64_t n) { avx2::store_n(p, x, n); }
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
+  static F neg(F a) { return _mm256_sub_ps(_mm256_setzero_ps(), a); }
+  static F min(F a, F b) { return _mm256_min_ps(a, b); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
+  static F mul_sub(F a, F b, F c, F d) { return _mm256_fmsub_ps(a, b, _mm256_mul_ps(c, d)); }
+  static float hsum(F x) { return avx2::hsum(x); }
+  static float hmax(F x) { return avx2::hmax(x); }
+  static F max_n(F acc, F x, int64_t n) {
+    if (n >= 8) return _mm256_max_ps(acc, x);
+    return _mm256_max_ps(acc, _mm256_blendv_ps(acc, x, _mm256_castsi256_ps(lane_mask(n))));
+  }
+  static F add_n(F acc, F x, int64_t n) {
+    if (n >= 8) return _mm256_add_ps(acc, x);
+    return _mm256_add_ps(acc, _mm256_and_ps(_mm256_castsi256_ps(lane_mask(n)), x));
+  }
+  static F round(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
+  // 2^n built in the exponent field; 0 below kExpLo, where 2^n would leave the normal range.
+  static F exp_scale(F y, F n, F x) {
+    const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(kExpLo), _CMP_LT_OQ);
+    const __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+  }
+};
+
+// ---- matmul ----
 
 // The AVX-VNNI block dot: vpdpbusd takes the weights as its unsigned operand (Q4 nibbles as
 // they are, Q8 stored xor 0x80 = w + 128) and the int32 lane starts at -corr = -c*sum(a).
@@ -109,220 +174,103 @@ inline void vnni_block(const uint8_t* const* wb, const ActBlock* const* a, int64
   }
 }
 
-template <bool kVnni, bool kQ4, int R, int T>
-void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
-              int64_t ld_out, const int* valid) {
-  constexpr size_t kRec = kQ4 ? kQ4Rec : kQ8Rec;
-  const __m256i m0f = _mm256_set1_epi8(0x0f);
+// The AVX2 block dot, vpmaddubsw + vpmaddwd (see the top comment for the int16 bounds).
+template <bool kQ4, int R, int T>
+inline void maddubs_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                          __m256i (&ia)[R][T]) {
   const __m256i ones16 = _mm256_set1_epi16(1);
-  __m256 acc[R][T];
+  if constexpr (kQ4) {
+    const __m256i m0f = _mm256_set1_epi8(0x0f);
+    __m256i s16[R][T];
 #pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      wb[r] = w + r * tbytes + b * kRec;
-      if constexpr (T == 1) {
-#pragma GCC unroll 16
-        for (size_t l = 0; l < kRec; l += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(wb[r] + kPrefetchRecs * kRec + l),
-                       _MM_HINT_T0);
-      }
-    }
-    __m256i ia[R][T];
-    if constexpr (kVnni) {
-      vnni_block<kQ4, R, T>(wb, a, b, ia);
-    } else if constexpr (kQ4) {
-      __m256i s16[R][T];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) s16[r][t] = _mm256_setzero_si256();
+      for (int t = 0; t < T; ++t) s16[r][t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        __m256i lo[R], hi[R];
+    for (int k = 0; k < 4; ++k) {
+      __m256i lo[R], hi[R];
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          const __m256i v =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * k));
-          lo[r] = _mm256_and_si256(v, m0f);
-          hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
-        }
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const __m256i alo = bcast4(a[t][b].qs + 4 * k), ahi = bcast4(a[t][b].qs + 16 + 4 * k);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) {
-            s16[r][t] = _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(lo[r], alo));
-            s16[r][t] = _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(hi[r], ahi));
-          }
-        }
+      for (int r = 0; r < R; ++r) {
+        const __m256i v =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * k));
+        lo[r] = _mm256_and_si256(v, m0f);
+        hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
       }
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) {
-        const __m256i c = _mm256_set1_epi32(a[t][b].corr);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r)
-          ia[r][t] = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][t], ones16), c);
-      }
-    } else {
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) ia[r][t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        __m256i v[R], av[R];
+        const __m256i alo = bcast4(a[t][b].qs + 4 * k), ahi = bcast4(a[t][b].qs + 16 + 4 * k);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * g));
-          av[r] = _mm256_abs_epi8(v[r]);
-        }
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const __m256i ag = bcast4(a[t][b].qs + 4 * g);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) {
-            const __m256i p = _mm256_maddubs_epi16(av[r], _mm256_sign_epi8(ag, v[r]));
-            ia[r][t] = _mm256_add_epi32(ia[r][t], _mm256_madd_epi16(p, ones16));
-          }
+          s16[r][t] = _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(lo[r], alo));
+          s16[r][t] = _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(hi[r], ahi));
         }
       }
     }
-    __m256 dw[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-      dw[r] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb[r])));
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
-      const __m256 da = _mm256_set1_ps(a[t][b].d);
+      const __m256i c = _mm256_set1_epi32(a[t][b].corr);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r)
-        acc[r][t] =
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][t]), _mm256_mul_ps(dw[r], da), acc[r][t]);
+        ia[r][t] = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][t], ones16), c);
+    }
+  } else {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) ia[r][t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      __m256i v[R], av[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * g));
+        av[r] = _mm256_abs_epi8(v[r]);
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const __m256i ag = bcast4(a[t][b].qs + 4 * g);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          const __m256i p = _mm256_maddubs_epi16(av[r], _mm256_sign_epi8(ag, v[r]));
+          ia[r][t] = _mm256_add_epi32(ia[r][t], _mm256_madd_epi16(p, ones16));
+        }
+      }
     }
   }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
 }
 
-template <bool kF16, int R, int T>
-void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x, float* out,
-              int64_t ld_out, const int* valid) {
-  __m256 acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-  for (int64_t c = 0; c < cols; ++c) {
-    __m256 wv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* p = w + r * tbytes + c * kTile * (kF16 ? 2 : 4);
-      if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(p + 1024), _MM_HINT_T0);
-      wv[r] = kF16 ? _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))
-                   : _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m256 xv = _mm256_set1_ps(x[t][c]);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// The ISA's entry in the shared tiled driver (tiled.h).
+// The ISA's tile policy for tiled.h's register-tile bodies and driver.
 template <bool kVnni>
 struct Avx2 {
+  using V = Ymm;
+  using I = __m256i;
   static constexpr int kTile = avx2::kTile;
   static constexpr int64_t r_step(int64_t tok_step) {
     return tok_step == 1 ? 4 : tok_step == 2 ? 2 : 1;
   }
   // Register tiles the driver may ask for: their accumulators must fit the register file.
   static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
-  template <bool kQ4, int R, int T>
-  static void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a,
-                       float* out, int64_t ld_out, const int* valid) {
-    avx2::q_kernel<kVnni, kQ4, R, T>(w, tbytes, nb, a, out, ld_out, valid);
+  static __m256 to_f32(__m256i x) { return _mm256_cvtepi32_ps(x); }
+  static __m256 load_f16(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
-  template <bool kF16, int R, int T>
-  static void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x,
-                       float* out, int64_t ld_out, const int* valid) {
-    avx2::f_kernel<kF16, R, T>(w, tbytes, cols, x, out, ld_out, valid);
+  static void prefetch_q(const uint8_t* rec, size_t bytes) {
+    tiled::prefetch_lines(rec + kPrefetchRecs * bytes, bytes);
+  }
+  template <bool kF16>
+  static void prefetch_f(const uint8_t* col, int64_t) {
+    _mm_prefetch(reinterpret_cast<const char*>(col + 1024), _MM_HINT_T0);
+  }
+  template <bool kQ4, int R, int T>
+  static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                    __m256i (&ia)[R][T]) {
+    if constexpr (kVnni) {
+      vnni_block<kQ4, R, T>(wb, a, b, ia);
+    } else {
+      maddubs_block<kQ4, R, T>(wb, a, b, ia);
+    }
   }
 };
-
-// ---- vector math ----
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline float hmax(__m256 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-inline __m256 load_n(const float* p, int64_t n) {
-  return n >= 8 ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, lane_mask(n));
-}
-inline void store_n(float* p, __m256 v, int64_t n) {
-  if (n >= 8) {
-    _mm256_storeu_ps(p, v);
-  } else {
-    _mm256_maskstore_ps(p, lane_mask(n), v);
-  }
-}
-
-// Cephes' expf polynomial on r = x - n*ln2, 2^n built in the exponent field; inputs below
-// -87 (where 2^n would leave the normal range) give 0. ~2 ulp.
-inline __m256 exp256(__m256 x) {
-  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_LT_OQ);
-  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500E-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
-  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-  const __m256i e =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
-}
-
-inline __m256 silu256(__m256 g) {
-  const __m256 e = exp256(_mm256_sub_ps(_mm256_setzero_ps(), g));
-  return _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-}
-
-// 0.5*g*(1 + tanh(y)) == g / (1 + exp(-2y)): the sigmoid form has no cancellation for g < 0.
-inline __m256 gelu256(__m256 g) {
-  const __m256 g3 = _mm256_mul_ps(_mm256_mul_ps(g, g), g);
-  const __m256 y2 = _mm256_mul_ps(_mm256_set1_ps(-2.0f * 0.7978845608028654f),
-                                  _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), g3, g));
-  return _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), exp256(y2)));
-}
 
 // Q8 activations for the integer dot: corr = c*sum(q) per block, c = 8 for Q4_0 weights (their
 // nibbles are unsigned) and q8_c for Q8_0 (0 for maddubs' sign trick, 128 for VNNI's w + 128).
@@ -367,15 +315,11 @@ void quantize_act_impl(WType t, const float* x, int64_t cols, void* dst, int32_t
 }  // namespace
 }  // namespace avx2
 
-using avx2::exp256;
-using avx2::gelu256;
 using avx2::hmax;
 using avx2::hsum;
 using avx2::kTile;
 using avx2::L;
-using avx2::lane_mask;
 using avx2::load_n;
-using avx2::silu256;
 using avx2::store_n;
 
 int row_tile() { return kTile; }
@@ -420,21 +364,6 @@ void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
-  __m256 ss = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 v = load_n(x + i, n - i);
-    ss = _mm256_fmadd_ps(v, v, ss);
-  }
-  const float scale = 1.0f / std::sqrt(hsum(ss) / float(n) + eps);
-  const __m256 vs = _mm256_set1_ps(scale), off = _mm256_set1_ps(w_offset);
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 v = load_n(x + i, n - i);
-    const __m256 wv = _mm256_add_ps(load_n(w + i, n - i), off);
-    store_n(out + i, _mm256_mul_ps(_mm256_mul_ps(v, vs), wv), n - i);
-  }
-}
-
 float dot_f32(const float* a, const float* b, int64_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
   int64_t i = 0;
@@ -446,87 +375,6 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return hsum(_mm256_add_ps(s0, s1));
 }
 
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  const __m256 va = _mm256_set1_ps(a);
-  for (int64_t i = 0; i < n; i += 8)
-    store_n(y + i, _mm256_fmadd_ps(va, load_n(x + i, n - i), load_n(y + i, n - i)), n - i);
-}
-
-void scale_f32(float* x, float s, int64_t n) {
-  const __m256 vs = _mm256_set1_ps(s);
-  for (int64_t i = 0; i < n; i += 8) store_n(x + i, _mm256_mul_ps(load_n(x + i, n - i), vs), n - i);
-}
-
-namespace {
-struct Ymm {
-  using F = __m256;
-  static int64_t width() { return 8; }
-  static F zero() { return _mm256_setzero_ps(); }
-  static F set1(float x) { return _mm256_set1_ps(x); }
-  static F load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, F x) { _mm256_storeu_ps(p, x); }
-  static F load_n(const float* p, int64_t n) { return avx2::load_n(p, n); }
-  static void store_n(float* p, F x, int64_t n) { avx2::store_n(p, x, n); }
-  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
-  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
-  static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
-};
-}  // namespace
-
-void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
-                float beta, int64_t dk, int64_t dv, float* out) {
-  detail::delta_step<Ymm>(S, q, k, v, decay, beta, dk, dv, out);
-}
-
-void add_f32(const float* a, const float* b, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 8)
-    store_n(out + i, _mm256_add_ps(load_n(a + i, n - i), load_n(b + i, n - i)), n - i);
-}
-
-float softmax(float* x, int64_t n) {
-  if (n <= 0) return 0.0f;
-  __m256 mx = _mm256_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 m = _mm256_castsi256_ps(lane_mask(n - i));
-    mx = _mm256_max_ps(mx, _mm256_blendv_ps(mx, load_n(x + i, n - i), m));
-  }
-  const __m256 vmax = _mm256_set1_ps(hmax(mx));
-  __m256 sum = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 m = _mm256_castsi256_ps(lane_mask(n - i));
-    const __m256 e = _mm256_and_ps(m, exp256(_mm256_sub_ps(load_n(x + i, n - i), vmax)));
-    store_n(x + i, e, n - i);
-    sum = _mm256_add_ps(sum, e);
-  }
-  const float total = hsum(sum);
-  scale_f32(x, 1.0f / total, n);
-  return total;
-}
-
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 8)
-    store_n(out + i, _mm256_mul_ps(silu256(load_n(gate + i, n - i)), load_n(up + i, n - i)), n - i);
-}
-
-void geglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 8)
-    store_n(out + i, _mm256_mul_ps(gelu256(load_n(gate + i, n - i)), load_n(up + i, n - i)), n - i);
-}
-
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
-          const float* sin) {
-  const int64_t half = rot_dim / 2;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    float* x0p = x + h * head_dim;
-    float* x1p = x0p + half;
-    for (int64_t i = 0; i < half; i += 8) {
-      const int64_t k = half - i;
-      const __m256 x0 = load_n(x0p + i, k), x1 = load_n(x1p + i, k);
-      const __m256 c = load_n(cos + i, k), s = load_n(sin + i, k);
-      store_n(x0p + i, _mm256_fmsub_ps(x0, c, _mm256_mul_ps(x1, s)), k);
-      store_n(x1p + i, _mm256_fmadd_ps(x0, s, _mm256_mul_ps(x1, c)), k);
-    }
-  }
-}
+KRAFLA_VEC_MATH_ENTRIES(avx2::Ymm)
 
 }  // namespace krafla::kernels

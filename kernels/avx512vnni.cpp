@@ -15,9 +15,9 @@
 #include <cstring>
 
 #include "kernels/common.h"
-#include "kernels/delta_step.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
+#include "kernels/vec_math.h"
 
 namespace krafla::kernels {
 namespace {
@@ -26,197 +26,127 @@ constexpr int kTile = 16;
 using L = tiled::Layout<kTile>;
 using tiled::ActBlock;
 using tiled::imin;
-constexpr size_t kQ4Rec = L::kQ4Rec, kQ8Rec = L::kQ8Rec;  // (tile, block) record bytes
 // Decode prefetch distance, in (tile, block) records ahead of use in each tile stream. 2-8
 // measured alike (+15-30% over no prefetch on Zen 4); 16+ starts to lose.
 constexpr size_t kPrefetchRecs = 8;
-
-inline void store_rows(float* dst, __m512 v, int valid) {
-  if (valid >= kTile) {
-    _mm512_storeu_ps(dst, v);
-  } else {
-    _mm512_mask_storeu_ps(dst, __mmask16((1u << valid) - 1), v);
-  }
-}
-
-// R row tiles x T tokens of quantized matmul. w: first tile's record 0; a[t]: token t's blocks.
-template <bool kQ4, int R, int T>
-void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
-              int64_t ld_out, const int* valid) {
-  constexpr size_t kRec = kQ4 ? kQ4Rec : kQ8Rec;
-  const __m512i m0f = _mm512_set1_epi8(0x0f);
-  __m512 acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      wb[r] = w + r * tbytes + b * kRec;
-      if constexpr (T == 1) {
-        // Decode is a pure weight stream: ask for records well ahead of use.
-#pragma GCC unroll 16
-        for (size_t l = 0; l < kRec; l += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(wb[r] + kPrefetchRecs * kRec + l),
-                       _MM_HINT_T0);
-      }
-    }
-    __m512i ia[R][T];
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m512i c = _mm512_set1_epi32(-a[t][b].corr);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) ia[r][t] = c;
-    }
-    if constexpr (kQ4) {
-#pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        __m512i lo[R], hi[R];
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          const __m512i v = _mm512_loadu_si512(wb[r] + L::kQuants + 64 * k);
-          lo[r] = _mm512_and_si512(v, m0f);
-          hi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
-        }
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          int32_t q_lo, q_hi;
-          std::memcpy(&q_lo, a[t][b].qs + 4 * k, 4);
-          std::memcpy(&q_hi, a[t][b].qs + 16 + 4 * k, 4);
-          const __m512i alo = _mm512_set1_epi32(q_lo), ahi = _mm512_set1_epi32(q_hi);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) {
-            ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], lo[r], alo);
-            ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], hi[r], ahi);
-          }
-        }
-      }
-    } else {
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        __m512i v[R];
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) v[r] = _mm512_loadu_si512(wb[r] + L::kQuants + 64 * g);
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          int32_t q;
-          std::memcpy(&q, a[t][b].qs + 4 * g, 4);
-          const __m512i ag = _mm512_set1_epi32(q);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], v[r], ag);
-        }
-      }
-    }
-    __m512 dw[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-      dw[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r])));
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m512 da = _mm512_set1_ps(a[t][b].d);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        acc[r][t] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r][t]), _mm512_mul_ps(dw[r], da), acc[r][t]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// R row tiles x T tokens of F32/F16 matmul: acc = fma(w[c], x[c], acc) over c in order.
-template <bool kF16, int R, int T>
-void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x, float* out,
-              int64_t ld_out, const int* valid) {
-  __m512 acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < cols; ++c) {
-    __m512 wv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* p = w + r * tbytes + c * kTile * (kF16 ? 2 : 4);
-      if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(p + 1024), _MM_HINT_T0);
-      wv[r] = kF16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))
-                   : _mm512_loadu_ps(p);
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m512 xv = _mm512_set1_ps(x[t][c]);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_rows(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// The ISA's entry in the shared tiled driver (tiled.h).
-struct Avx512 {
-  static constexpr int kTile = krafla::kernels::kTile;
-  static constexpr int64_t r_step(int64_t tok_step) { return tok_step <= 2 ? 4 : 2; }
-  // Register tiles the driver may ask for: their accumulators must fit the register file.
-  static constexpr bool supports(int R, int T) { return T <= 2 || R <= 2; }
-  template <bool kQ4, int R, int T>
-  static void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a,
-                       float* out, int64_t ld_out, const int* valid) {
-    krafla::kernels::q_kernel<kQ4, R, T>(w, tbytes, nb, a, out, ld_out, valid);
-  }
-  template <bool kF16, int R, int T>
-  static void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x,
-                       float* out, int64_t ld_out, const int* valid) {
-    krafla::kernels::f_kernel<kF16, R, T>(w, tbytes, cols, x, out, ld_out, valid);
-  }
-};
-
-// ---- vector math ----
-
-inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
-
-// exp on 16 lanes: Cephes' expf polynomial on r = x - n*ln2, |r| <= ln2/2, then scalef by 2^n
-// (scalef flushes huge negative n to 0 and saturates to inf without integer tricks). ~2 ulp.
-inline __m512 exp512(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.7f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
-  const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(y, n);
-}
 
 inline __mmask16 tail_mask(int64_t left) {
   return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
 }
 
-inline __m512 silu512(__m512 g) {
-  const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
-  return _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+// The vector traits of vec_math.h and delta_step.h: zmm registers, opmask tails, FMA.
+struct Zmm {
+  using F = __m512;
+  static int64_t width() { return 16; }
+  static F zero() { return _mm512_setzero_ps(); }
+  static F set1(float x) { return _mm512_set1_ps(x); }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
+  static F load_n(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(tail_mask(n), p); }
+  static F load_n(const float* p, int64_t n, float fill) {
+    return _mm512_mask_loadu_ps(_mm512_set1_ps(fill), tail_mask(n), p);
+  }
+  static void store_n(float* p, F x, int64_t n) { _mm512_mask_storeu_ps(p, tail_mask(n), x); }
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm512_div_ps(a, b); }
+  static F neg(F a) { return _mm512_sub_ps(_mm512_setzero_ps(), a); }
+  static F min(F a, F b) { return _mm512_min_ps(a, b); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fnma(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+  static F mul_sub(F a, F b, F c, F d) { return _mm512_fmsub_ps(a, b, _mm512_mul_ps(c, d)); }
+  static float hsum(F x) { return _mm512_reduce_add_ps(x); }
+  static float hmax(F x) { return _mm512_reduce_max_ps(x); }
+  static F max_n(F acc, F x, int64_t n) { return _mm512_mask_max_ps(acc, tail_mask(n), acc, x); }
+  static F add_n(F acc, F x, int64_t n) { return _mm512_mask_add_ps(acc, tail_mask(n), acc, x); }
+  static F round(F x) {
+    return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  // scalef flushes huge negative n to 0 and saturates to inf without integer tricks, so the
+  // clamp only has to keep n finite.
+  static constexpr float kExpLo = -104.0f, kExpHi = 88.7f;
+  static F exp_scale(F y, F n, F) { return _mm512_scalef_ps(y, n); }
+};
+
+// The block dot: ia starts at -corr, then one vpdpbusd per 4-byte group.
+template <bool kQ4, int R, int T>
+inline void vnni_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                       __m512i (&ia)[R][T]) {
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    const __m512i c = _mm512_set1_epi32(-a[t][b].corr);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) ia[r][t] = c;
+  }
+  if constexpr (kQ4) {
+    const __m512i m0f = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      __m512i lo[R], hi[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const __m512i v = _mm512_loadu_si512(wb[r] + L::kQuants + 64 * k);
+        lo[r] = _mm512_and_si512(v, m0f);
+        hi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
+      }
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        int32_t q_lo, q_hi;
+        std::memcpy(&q_lo, a[t][b].qs + 4 * k, 4);
+        std::memcpy(&q_hi, a[t][b].qs + 16 + 4 * k, 4);
+        const __m512i alo = _mm512_set1_epi32(q_lo), ahi = _mm512_set1_epi32(q_hi);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], lo[r], alo);
+          ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], hi[r], ahi);
+        }
+      }
+    }
+  } else {
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) {
+      __m512i v[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) v[r] = _mm512_loadu_si512(wb[r] + L::kQuants + 64 * g);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        int32_t q;
+        std::memcpy(&q, a[t][b].qs + 4 * g, 4);
+        const __m512i ag = _mm512_set1_epi32(q);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], v[r], ag);
+      }
+    }
+  }
 }
 
-// 0.5*g*(1 + tanh(y)) == g / (1 + exp(-2y)), y = sqrt(2/pi)*(g + 0.044715 g^3): the sigmoid
-// form has no cancellation for negative g (1 - 1/(e + 1) loses digits there).
-inline __m512 gelu512(__m512 g) {
-  const __m512 g3 = _mm512_mul_ps(_mm512_mul_ps(g, g), g);
-  const __m512 y2 = _mm512_mul_ps(_mm512_set1_ps(-2.0f * 0.7978845608028654f),
-                                  _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), g3, g));
-  return _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), exp512(y2)));
-}
+// The ISA's tile policy for tiled.h's register-tile bodies and driver.
+struct Avx512 {
+  using V = Zmm;
+  using I = __m512i;
+  static constexpr int kTile = krafla::kernels::kTile;
+  static constexpr int64_t r_step(int64_t tok_step) { return tok_step <= 2 ? 4 : 2; }
+  // Register tiles the driver may ask for: their accumulators must fit the register file.
+  static constexpr bool supports(int R, int T) { return T <= 2 || R <= 2; }
+  static __m512 to_f32(__m512i x) { return _mm512_cvtepi32_ps(x); }
+  static __m512 load_f16(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static void prefetch_q(const uint8_t* rec, size_t bytes) {
+    tiled::prefetch_lines(rec + kPrefetchRecs * bytes, bytes);
+  }
+  template <bool kF16>
+  static void prefetch_f(const uint8_t* col, int64_t) {
+    _mm_prefetch(reinterpret_cast<const char*>(col + 1024), _MM_HINT_T0);
+  }
+  template <bool kQ4, int R, int T>
+  static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                    __m512i (&ia)[R][T]) {
+    vnni_block<kQ4, R, T>(wb, a, b, ia);
+  }
+};
 
 }  // namespace
 
@@ -287,22 +217,6 @@ void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
-  __m512 ss = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __m512 v = _mm512_maskz_loadu_ps(tail_mask(n - i), x + i);
-    ss = _mm512_fmadd_ps(v, v, ss);
-  }
-  const float scale = 1.0f / std::sqrt(hsum(ss) / float(n) + eps);
-  const __m512 vs = _mm512_set1_ps(scale), off = _mm512_set1_ps(w_offset);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-    const __m512 wv = _mm512_add_ps(_mm512_maskz_loadu_ps(m, w + i), off);
-    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_mul_ps(v, vs), wv));
-  }
-}
-
 float dot_f32(const float* a, const float* b, int64_t n) {
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
   int64_t i = 0;
@@ -314,106 +228,9 @@ float dot_f32(const float* a, const float* b, int64_t n) {
     const __mmask16 m = tail_mask(n - i);
     s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s0);
   }
-  return hsum(_mm512_add_ps(s0, s1));
+  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  const __m512 va = _mm512_set1_ps(a);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 r =
-        _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
-    _mm512_mask_storeu_ps(y + i, m, r);
-  }
-}
-
-void scale_f32(float* x, float s, int64_t n) {
-  const __m512 vs = _mm512_set1_ps(s);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), vs));
-  }
-}
-
-namespace {
-struct Zmm {
-  using F = __m512;
-  static int64_t width() { return 16; }
-  static F zero() { return _mm512_setzero_ps(); }
-  static F set1(float x) { return _mm512_set1_ps(x); }
-  static F load(const float* p) { return _mm512_loadu_ps(p); }
-  static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
-  static F load_n(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(tail_mask(n), p); }
-  static void store_n(float* p, F x, int64_t n) { _mm512_mask_storeu_ps(p, tail_mask(n), x); }
-  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
-  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
-  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
-};
-}  // namespace
-
-void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
-                float beta, int64_t dk, int64_t dv, float* out) {
-  detail::delta_step<Zmm>(S, q, k, v, decay, beta, dk, dv, out);
-}
-
-void add_f32(const float* a, const float* b, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 r =
-        _mm512_add_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i));
-    _mm512_mask_storeu_ps(out + i, m, r);
-  }
-}
-
-float softmax(float* x, int64_t n) {
-  if (n <= 0) return 0.0f;
-  __m512 mx = _mm512_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < n; i += 16)
-    mx = _mm512_mask_max_ps(mx, tail_mask(n - i), mx,
-                            _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
-  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 e = exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), vmax));
-    _mm512_mask_storeu_ps(x + i, m, e);
-    sum = _mm512_mask_add_ps(sum, m, sum, e);
-  }
-  const float total = hsum(sum);
-  scale_f32(x, 1.0f / total, n);
-  return total;
-}
-
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
-    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu512(g), _mm512_maskz_loadu_ps(m, up + i)));
-  }
-}
-
-void geglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
-    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(gelu512(g), _mm512_maskz_loadu_ps(m, up + i)));
-  }
-}
-
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
-          const float* sin) {
-  const int64_t half = rot_dim / 2;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    float* x0p = x + h * head_dim;
-    float* x1p = x0p + half;
-    for (int64_t i = 0; i < half; i += 16) {
-      const __mmask16 m = tail_mask(half - i);
-      const __m512 x0 = _mm512_maskz_loadu_ps(m, x0p + i), x1 = _mm512_maskz_loadu_ps(m, x1p + i);
-      const __m512 c = _mm512_maskz_loadu_ps(m, cos + i), s = _mm512_maskz_loadu_ps(m, sin + i);
-      _mm512_mask_storeu_ps(x0p + i, m, _mm512_fmsub_ps(x0, c, _mm512_mul_ps(x1, s)));
-      _mm512_mask_storeu_ps(x1p + i, m, _mm512_fmadd_ps(x0, s, _mm512_mul_ps(x1, c)));
-    }
-  }
-}
+KRAFLA_VEC_MATH_ENTRIES(Zmm)
 
 }  // namespace krafla::kernels

@@ -5,7 +5,7 @@
 //    each token's 4-row vector at the end of the block.
 //  * One token (decode, and the odd token of a batch): sdot (vdotq_s32) against the token's
 //    8 quants duplicated, giving each row's two halves; vpaddq folds them.
-//  Both are exact int32 block sums, converted and accumulated by the shared q_kernel in the
+//  Both are exact int32 block sums, converted and accumulated by tiled.h's q_kernel in the
 //  same way, so a token's outputs have the same bits whatever its partner or the batch size.
 //  * Q4_0 (packed signed, n xor 8): v << 4 and v & 0xf0 are 16x the signed low and high
 //    nibbles; the block sum shifts back exactly.

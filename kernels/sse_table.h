@@ -23,9 +23,9 @@
 #include <cstring>
 
 #include "kernels/common.h"
-#include "kernels/delta_step.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
+#include "kernels/vec_math.h"
 
 namespace krafla::kernels {
 namespace sse {
@@ -35,7 +35,6 @@ constexpr int kTile = 4;
 using L = tiled::Layout<kTile>;
 using tiled::ActBlock;
 using tiled::imin;
-constexpr size_t kQ4Rec = L::kQ4Rec, kQ8Rec = L::kQ8Rec;  // (tile, block) record bytes
 // F32 decode prefetch distance in bytes of a tile's column stream: +7-22% on Zen 5 at
 // 2048x2048 and 5632x2048. F16 decode is bound by the software conversion and gets none
 // (prefetching measured -3 to -11%). The quantized distance is the Dot's kPrefetchRecs.
@@ -127,108 +126,6 @@ inline __m128i ps_to_half4(__m128 v) {
   return _mm_or_si128(r, _mm_srai_epi32(sign, 16));
 }
 
-// ---- matmul ----
-
-// R row tiles x T tokens of quantized matmul. w: first tile's record 0; a[t]: token t's blocks.
-template <class Dot, bool kQ4, int R, int T>
-void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
-              int64_t ld_out, const int* valid) {
-  constexpr size_t kRec = kQ4 ? kQ4Rec : kQ8Rec;
-  __m128 acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm_setzero_ps();
-
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* wb[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      wb[r] = w + r * tbytes + b * kRec;
-      if constexpr (T == 1 && Dot::kPrefetchRecs > 0) {
-        // Decode is a pure weight stream: ask for records well ahead of use.
-#pragma GCC unroll 16
-        for (size_t l = 0; l < kRec; l += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(wb[r] + Dot::kPrefetchRecs * kRec + l),
-                       _MM_HINT_T0);
-      }
-    }
-    __m128i ia[R][T];
-    Dot::template block<kQ4, R, T>(wb, a, b, ia);
-    __m128 dw[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) dw[r] = load_half4<false>(wb[r]);
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m128 da = _mm_set1_ps(a[t][b].d);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        acc[r][t] =
-            _mm_add_ps(acc[r][t], _mm_mul_ps(_mm_cvtepi32_ps(ia[r][t]), _mm_mul_ps(dw[r], da)));
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_n(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// R row tiles x T tokens of F32/F16 matmul: acc += w[c] * x[c] over c in order.
-template <bool kF16, int R, int T>
-void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x, float* out,
-              int64_t ld_out, const int* valid) {
-  constexpr size_t kColBytes = kTile * (kF16 ? 2 : 4);
-  constexpr int64_t kColsPerLine = 64 / kColBytes;
-  __m128 acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm_setzero_ps();
-  for (int64_t c = 0; c < cols; ++c) {
-    __m128 wv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const uint8_t* p = w + r * tbytes + c * kColBytes;
-      if constexpr (T == 1 && !kF16) {
-        if (c % kColsPerLine == 0)
-          _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes), _MM_HINT_T0);
-      }
-      wv[r] = kF16 ? load_half4<false>(p) : _mm_loadu_ps(reinterpret_cast<const float*>(p));
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m128 xv = _mm_set1_ps(x[t][c]);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][t] = _mm_add_ps(acc[r][t], _mm_mul_ps(wv[r], xv));
-    }
-  }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) store_n(out + t * ld_out + r * kTile, acc[r][t], valid[r]);
-}
-
-// The ISA's entry in the shared tiled driver (tiled.h), around the TU's block dot.
-template <class Dot>
-struct Sse {
-  static constexpr int kTile = sse::kTile;
-  static constexpr int64_t r_step(int64_t tok_step) {
-    return tok_step == 1 ? 4 : tok_step == 2 ? 2 : 1;
-  }
-  // Register tiles the driver may ask for: their accumulators must fit the register file.
-  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
-  template <bool kQ4, int R, int T>
-  static void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a,
-                       float* out, int64_t ld_out, const int* valid) {
-    sse::q_kernel<Dot, kQ4, R, T>(w, tbytes, nb, a, out, ld_out, valid);
-  }
-  template <bool kF16, int R, int T>
-  static void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x,
-                       float* out, int64_t ld_out, const int* valid) {
-    sse::f_kernel<kF16, R, T>(w, tbytes, cols, x, out, ld_out, valid);
-  }
-};
-
 // ---- vector math ----
 
 inline float hsum(__m128 v) {
@@ -249,38 +146,77 @@ inline int32_t hsum_epi32(__m128i v) {
   return _mm_cvtsi128_si32(v);
 }
 
-// Cephes' expf polynomial on r = x - n*ln2, 2^n built in the exponent field; inputs below
-// -87 (where 2^n would leave the normal range) give 0. ~2 ulp.
-inline __m128 exp128(__m128 x) {
-  const __m128 tiny = _mm_cmplt_ps(x, _mm_set1_ps(-87.0f));
-  x = _mm_min_ps(_mm_max_ps(x, _mm_set1_ps(-87.0f)), _mm_set1_ps(88.0f));
-  const __m128i ni = _mm_cvtps_epi32(_mm_mul_ps(x, _mm_set1_ps(1.44269504088896341f)));  // RNE
-  const __m128 n = _mm_cvtepi32_ps(ni);
-  __m128 r = _mm_sub_ps(x, _mm_mul_ps(n, _mm_set1_ps(0.693359375f)));
-  r = _mm_sub_ps(r, _mm_mul_ps(n, _mm_set1_ps(-2.12194440e-4f)));
-  __m128 p = _mm_set1_ps(1.9875691500E-4f);
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.3981999507E-3f));
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(8.3334519073E-3f));
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(4.1665795894E-2f));
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(1.6666665459E-1f));
-  p = _mm_add_ps(_mm_mul_ps(p, r), _mm_set1_ps(5.0000001201E-1f));
-  const __m128 y = _mm_add_ps(_mm_add_ps(_mm_mul_ps(p, _mm_mul_ps(r, r)), r), _mm_set1_ps(1.0f));
-  const __m128i e = _mm_slli_epi32(_mm_add_epi32(ni, _mm_set1_epi32(127)), 23);
-  return _mm_andnot_ps(tiny, _mm_mul_ps(y, _mm_castsi128_ps(e)));
-}
+// The vector traits of vec_math.h and delta_step.h: xmm registers, tails padded through
+// memory (no masked loads before AVX), no FMA: fma is a multiply and an add.
+struct Xmm {
+  using F = __m128;
+  static int64_t width() { return 4; }
+  static F zero() { return _mm_setzero_ps(); }
+  static F set1(float x) { return _mm_set1_ps(x); }
+  static F load(const float* p) { return _mm_loadu_ps(p); }
+  static void store(float* p, F x) { _mm_storeu_ps(p, x); }
+  static F load_n(const float* p, int64_t n, float fill = 0.0f) { return sse::load_n(p, n, fill); }
+  static void store_n(float* p, F x, int64_t n) { sse::store_n(p, x, n); }
+  static F add(F a, F b) { return _mm_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm_sub_ps(a, b); }
+  static F mul(F a, F b) { return _mm_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm_div_ps(a, b); }
+  static F neg(F a) { return _mm_sub_ps(_mm_setzero_ps(), a); }
+  static F min(F a, F b) { return _mm_min_ps(a, b); }
+  static F max(F a, F b) { return _mm_max_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
+  static F fnma(F a, F b, F c) { return _mm_sub_ps(c, _mm_mul_ps(a, b)); }
+  static F mul_sub(F a, F b, F c, F d) { return _mm_sub_ps(_mm_mul_ps(a, b), _mm_mul_ps(c, d)); }
+  static float hsum(F x) { return sse::hsum(x); }
+  static float hmax(F x) { return sse::hmax(x); }
+  static F max_n(F acc, F x, int64_t) { return _mm_max_ps(acc, x); }  // padded tails
+  static F add_n(F acc, F x, int64_t) { return _mm_add_ps(acc, x); }
+  // SSE2 has no roundps: through int32 (cvtps2dq rounds to nearest even).
+  static F round(F x) { return _mm_cvtepi32_ps(_mm_cvtps_epi32(x)); }
+  static constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
+  // 2^n built in the exponent field; 0 below kExpLo, where 2^n would leave the normal range.
+  static F exp_scale(F y, F n, F x) {
+    const __m128 tiny = _mm_cmplt_ps(x, _mm_set1_ps(kExpLo));
+    const __m128i e = _mm_slli_epi32(_mm_add_epi32(_mm_cvtps_epi32(n), _mm_set1_epi32(127)), 23);
+    return _mm_andnot_ps(tiny, _mm_mul_ps(y, _mm_castsi128_ps(e)));
+  }
+};
 
-inline __m128 silu128(__m128 g) {
-  const __m128 e = exp128(_mm_sub_ps(_mm_setzero_ps(), g));
-  return _mm_div_ps(g, _mm_add_ps(_mm_set1_ps(1.0f), e));
-}
+// ---- matmul ----
 
-// 0.5*g*(1 + tanh(y)) == g / (1 + exp(-2y)): the sigmoid form has no cancellation for g < 0.
-inline __m128 gelu128(__m128 g) {
-  const __m128 g3 = _mm_mul_ps(_mm_mul_ps(g, g), g);
-  const __m128 y2 = _mm_mul_ps(_mm_set1_ps(-2.0f * 0.7978845608028654f),
-                               _mm_add_ps(_mm_mul_ps(_mm_set1_ps(0.044715f), g3), g));
-  return _mm_div_ps(g, _mm_add_ps(_mm_set1_ps(1.0f), exp128(y2)));
-}
+// The ISA's tile policy for tiled.h's register-tile bodies and driver, around the TU's block
+// dot (Dot::block, Dot::kPrefetchRecs).
+template <class Dot>
+struct Sse {
+  using V = Xmm;
+  using I = __m128i;
+  static constexpr int kTile = sse::kTile;
+  static constexpr int64_t r_step(int64_t tok_step) {
+    return tok_step == 1 ? 4 : tok_step == 2 ? 2 : 1;
+  }
+  // Register tiles the driver may ask for: their accumulators must fit the register file.
+  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
+  static __m128 to_f32(__m128i x) { return _mm_cvtepi32_ps(x); }
+  static __m128 load_f16(const uint8_t* p) { return load_half4<false>(p); }
+  static void prefetch_q(const uint8_t* rec, size_t bytes) {
+    if constexpr (Dot::kPrefetchRecs > 0)
+      tiled::prefetch_lines(rec + Dot::kPrefetchRecs * bytes, bytes);
+  }
+  // F32 only, once per cache line of the column stream (see kPrefetchBytes).
+  template <bool kF16>
+  static void prefetch_f(const uint8_t* col, int64_t c) {
+    constexpr int64_t kColsPerLine = 64 / (kTile * 4);
+    if constexpr (!kF16) {
+      if (c % kColsPerLine == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(col + kPrefetchBytes), _MM_HINT_T0);
+    }
+  }
+  template <bool kQ4, int R, int T>
+  static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                    __m128i (&ia)[R][T]) {
+    Dot::template block<kQ4, R, T>(wb, a, b, ia);
+  }
+};
 
 // One block of 32 floats to int8 with d = max|x|/127 and q = round-half-even(x / d), as
 // scalar::quantize_row_q8_0 computes them (same operations, so the same q). Returns sum(q).
@@ -424,21 +360,6 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
   }
 }
 
-void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
-  __m128 ss = _mm_setzero_ps();
-  for (int64_t i = 0; i < n; i += 4) {
-    const __m128 v = load_n(x + i, n - i);
-    ss = _mm_add_ps(ss, _mm_mul_ps(v, v));
-  }
-  const float scale = 1.0f / std::sqrt(sse::hsum(ss) / float(n) + eps);
-  const __m128 vs = _mm_set1_ps(scale), off = _mm_set1_ps(w_offset);
-  for (int64_t i = 0; i < n; i += 4) {
-    const __m128 v = load_n(x + i, n - i);
-    const __m128 wv = _mm_add_ps(load_n(w + i, n - i), off);
-    store_n(out + i, _mm_mul_ps(_mm_mul_ps(v, vs), wv), n - i);
-  }
-}
-
 float dot_f32(const float* a, const float* b, int64_t n) {
   __m128 s0 = _mm_setzero_ps(), s1 = _mm_setzero_ps();
   int64_t i = 0;
@@ -450,86 +371,6 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return sse::hsum(_mm_add_ps(s0, s1));
 }
 
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  const __m128 va = _mm_set1_ps(a);
-  for (int64_t i = 0; i < n; i += 4)
-    store_n(y + i, _mm_add_ps(load_n(y + i, n - i), _mm_mul_ps(va, load_n(x + i, n - i))), n - i);
-}
-
-void scale_f32(float* x, float s, int64_t n) {
-  const __m128 vs = _mm_set1_ps(s);
-  for (int64_t i = 0; i < n; i += 4) store_n(x + i, _mm_mul_ps(load_n(x + i, n - i), vs), n - i);
-}
-
-namespace {
-struct Xmm {  // no FMA before AVX2: fma is a multiply and an add
-  using F = __m128;
-  static int64_t width() { return 4; }
-  static F zero() { return _mm_setzero_ps(); }
-  static F set1(float x) { return _mm_set1_ps(x); }
-  static F load(const float* p) { return _mm_loadu_ps(p); }
-  static void store(float* p, F x) { _mm_storeu_ps(p, x); }
-  static F load_n(const float* p, int64_t n) { return sse::load_n(p, n); }
-  static void store_n(float* p, F x, int64_t n) { sse::store_n(p, x, n); }
-  static F mul(F a, F b) { return _mm_mul_ps(a, b); }
-  static F sub(F a, F b) { return _mm_sub_ps(a, b); }
-  static F fma(F a, F b, F c) { return _mm_add_ps(_mm_mul_ps(a, b), c); }
-};
-}  // namespace
-
-void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
-                float beta, int64_t dk, int64_t dv, float* out) {
-  detail::delta_step<Xmm>(S, q, k, v, decay, beta, dk, dv, out);
-}
-
-void add_f32(const float* a, const float* b, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 4)
-    store_n(out + i, _mm_add_ps(load_n(a + i, n - i), load_n(b + i, n - i)), n - i);
-}
-
-float softmax(float* x, int64_t n) {
-  if (n <= 0) return 0.0f;
-  // Lanes past the end read -inf: they leave the max alone and their exp is 0.
-  __m128 mx = _mm_set1_ps(-INFINITY);
-  for (int64_t i = 0; i < n; i += 4) mx = _mm_max_ps(mx, load_n(x + i, n - i, -INFINITY));
-  const __m128 vmax = _mm_set1_ps(sse::hmax(mx));
-  __m128 sum = _mm_setzero_ps();
-  for (int64_t i = 0; i < n; i += 4) {
-    const __m128 e = sse::exp128(_mm_sub_ps(load_n(x + i, n - i, -INFINITY), vmax));
-    store_n(x + i, e, n - i);
-    sum = _mm_add_ps(sum, e);
-  }
-  const float total = sse::hsum(sum);
-  scale_f32(x, 1.0f / total, n);
-  return total;
-}
-
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 4)
-    store_n(out + i, _mm_mul_ps(sse::silu128(load_n(gate + i, n - i)), load_n(up + i, n - i)),
-            n - i);
-}
-
-void geglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += 4)
-    store_n(out + i, _mm_mul_ps(sse::gelu128(load_n(gate + i, n - i)), load_n(up + i, n - i)),
-            n - i);
-}
-
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
-          const float* sin) {
-  const int64_t half = rot_dim / 2;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    float* x0p = x + h * head_dim;
-    float* x1p = x0p + half;
-    for (int64_t i = 0; i < half; i += 4) {
-      const int64_t k = half - i;
-      const __m128 x0 = load_n(x0p + i, k), x1 = load_n(x1p + i, k);
-      const __m128 c = load_n(cos + i, k), s = load_n(sin + i, k);
-      store_n(x0p + i, _mm_sub_ps(_mm_mul_ps(x0, c), _mm_mul_ps(x1, s)), k);
-      store_n(x1p + i, _mm_add_ps(_mm_mul_ps(x0, s), _mm_mul_ps(x1, c)), k);
-    }
-  }
-}
+KRAFLA_VEC_MATH_ENTRIES(sse::Xmm)
 
 }  // namespace krafla::kernels

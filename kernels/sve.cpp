@@ -19,9 +19,9 @@
 #include <cstring>
 
 #include "kernels/common.h"
-#include "kernels/delta_step.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
+#include "kernels/vec_math.h"
 
 namespace krafla::kernels {
 namespace {
@@ -162,41 +162,48 @@ void f_tile(const uint8_t* tile, int64_t cols, bool f16, const float* const* x, 
   if (n > 3) svst1_f32(store, out + 3 * ld_out, acc3);
 }
 
-// ---- vector math ----
-
-// Cephes' expf polynomial on r = x - n*ln2, 2^n built in the exponent field; inputs below
-// -87 (where 2^n would leave the normal range) give 0. ~2 ulp.
-inline svfloat32_t exp_v(svbool_t pg, svfloat32_t x) {
-  const svbool_t tiny = svcmplt_n_f32(pg, x, -87.0f);
-  x = svmin_n_f32_x(pg, svmax_n_f32_x(pg, x, -87.0f), 88.0f);
-  const svfloat32_t n = svrintn_f32_x(pg, svmul_n_f32_x(pg, x, 1.44269504088896341f));
-  svfloat32_t r = svmls_n_f32_x(pg, x, n, 0.693359375f);
-  r = svmls_n_f32_x(pg, r, n, -2.12194440e-4f);
-  svfloat32_t p = svdup_n_f32(1.9875691500E-4f);
-  p = svmad_n_f32_x(pg, p, r, 1.3981999507E-3f);
-  p = svmad_n_f32_x(pg, p, r, 8.3334519073E-3f);
-  p = svmad_n_f32_x(pg, p, r, 4.1665795894E-2f);
-  p = svmad_n_f32_x(pg, p, r, 1.6666665459E-1f);
-  p = svmad_n_f32_x(pg, p, r, 5.0000001201E-1f);
-  const svfloat32_t y = svadd_n_f32_x(pg, svmla_f32_x(pg, r, p, svmul_f32_x(pg, r, r)), 1.0f);
-  const svint32_t e = svlsl_n_s32_x(pg, svadd_n_s32_x(pg, svcvt_s32_f32_x(pg, n), 127), 23);
-  const svfloat32_t v = svmul_f32_x(pg, y, svreinterpret_f32_s32(e));
-  return svsel_f32(tiny, svdup_n_f32(0.0f), v);
-}
-
-inline svfloat32_t silu_v(svbool_t pg, svfloat32_t g) {
-  return svdiv_f32_x(pg, g, svadd_n_f32_x(pg, exp_v(pg, svneg_f32_x(pg, g)), 1.0f));
-}
-
-// 0.5*g*(1 + tanh(y)) == g / (1 + exp(-2y)): the sigmoid form has no cancellation for g < 0.
-inline svfloat32_t gelu_v(svbool_t pg, svfloat32_t g) {
-  const svfloat32_t g3 = svmul_f32_x(pg, svmul_f32_x(pg, g, g), g);
-  const svfloat32_t y2 =
-      svmul_n_f32_x(pg, svmla_n_f32_x(pg, g, g3, 0.044715f), -2.0f * 0.7978845608028654f);
-  return svdiv_f32_x(pg, g, svadd_n_f32_x(pg, exp_v(pg, y2), 1.0f));
-}
-
 inline svbool_t lanes(int64_t i, int64_t n) { return svwhilelt_b32_s64(i, n); }
+
+// The vector traits of vec_math.h and delta_step.h: vector-length agnostic, width() is
+// svcntw(), tails are whilelt predicates (inactive lanes load as 0 and are never stored).
+struct Zreg {
+  using F = svfloat32_t;
+  static int64_t width() { return int64_t(svcntw()); }
+  static F zero() { return svdup_f32(0.0f); }
+  static F set1(float x) { return svdup_f32(x); }
+  static F load(const float* p) { return svld1_f32(svptrue_b32(), p); }
+  static void store(float* p, F x) { svst1_f32(svptrue_b32(), p, x); }
+  static F load_n(const float* p, int64_t n) { return svld1_f32(lanes(0, n), p); }
+  static F load_n(const float* p, int64_t n, float fill) {
+    return svsel_f32(lanes(0, n), svld1_f32(lanes(0, n), p), svdup_f32(fill));
+  }
+  static void store_n(float* p, F x, int64_t n) { svst1_f32(lanes(0, n), p, x); }
+  static F add(F a, F b) { return svadd_f32_x(svptrue_b32(), a, b); }
+  static F sub(F a, F b) { return svsub_f32_x(svptrue_b32(), a, b); }
+  static F mul(F a, F b) { return svmul_f32_x(svptrue_b32(), a, b); }
+  static F div(F a, F b) { return svdiv_f32_x(svptrue_b32(), a, b); }
+  static F neg(F a) { return svneg_f32_x(svptrue_b32(), a); }
+  static F min(F a, F b) { return svmin_f32_x(svptrue_b32(), a, b); }
+  static F max(F a, F b) { return svmax_f32_x(svptrue_b32(), a, b); }
+  static F fma(F a, F b, F c) { return svmla_f32_x(svptrue_b32(), c, a, b); }
+  static F fnma(F a, F b, F c) { return svmls_f32_x(svptrue_b32(), c, a, b); }
+  static F mul_sub(F a, F b, F c, F d) {
+    return svmls_f32_x(svptrue_b32(), svmul_f32_x(svptrue_b32(), a, b), c, d);
+  }
+  static float hsum(F x) { return svaddv_f32(svptrue_b32(), x); }
+  static float hmax(F x) { return svmaxv_f32(svptrue_b32(), x); }
+  static F max_n(F acc, F x, int64_t n) { return svmax_f32_m(lanes(0, n), acc, x); }
+  static F add_n(F acc, F x, int64_t n) { return svadd_f32_m(lanes(0, n), acc, x); }
+  static F round(F x) { return svrintn_f32_x(svptrue_b32(), x); }
+  static constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
+  // 2^n built in the exponent field; 0 below kExpLo, where 2^n would leave the normal range.
+  static F exp_scale(F y, F n, F x) {
+    const svbool_t pg = svptrue_b32();
+    const svbool_t tiny = svcmplt_n_f32(pg, x, kExpLo);
+    const svint32_t e = svlsl_n_s32_x(pg, svadd_n_s32_x(pg, svcvt_s32_f32_x(pg, n), 127), 23);
+    return svsel_f32(tiny, svdup_n_f32(0.0f), svmul_f32_x(pg, y, svreinterpret_f32_s32(e)));
+  }
+};
 
 }  // namespace
 
@@ -302,21 +309,6 @@ void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
   }
 }
 
-void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
-  svfloat32_t ss = svdup_n_f32(0.0f);
-  for (int64_t i = 0; i < n; i += svcntw()) {
-    const svbool_t pg = lanes(i, n);
-    const svfloat32_t v = svld1_f32(pg, x + i);
-    ss = svmla_f32_m(pg, ss, v, v);
-  }
-  const float scale = 1.0f / std::sqrt(svaddv_f32(svptrue_b32(), ss) / float(n) + eps);
-  for (int64_t i = 0; i < n; i += svcntw()) {
-    const svbool_t pg = lanes(i, n);
-    const svfloat32_t v = svmul_n_f32_x(pg, svld1_f32(pg, x + i), scale);
-    svst1_f32(pg, out + i, svmul_f32_x(pg, v, svadd_n_f32_x(pg, svld1_f32(pg, w + i), w_offset)));
-  }
-}
-
 float dot_f32(const float* a, const float* b, int64_t n) {
   svfloat32_t s = svdup_n_f32(0.0f);
   for (int64_t i = 0; i < n; i += svcntw()) {
@@ -326,98 +318,6 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   return svaddv_f32(svptrue_b32(), s);
 }
 
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; i += svcntw()) {
-    const svbool_t pg = lanes(i, n);
-    svst1_f32(pg, y + i, svmla_n_f32_x(pg, svld1_f32(pg, y + i), svld1_f32(pg, x + i), a));
-  }
-}
-
-void scale_f32(float* x, float s, int64_t n) {
-  for (int64_t i = 0; i < n; i += svcntw()) {
-    const svbool_t pg = lanes(i, n);
-    svst1_f32(pg, x + i, svmul_n_f32_x(pg, svld1_f32(pg, x + i), s));
-  }
-}
-
-namespace {
-struct Zreg {  // vector-length agnostic: width() is svcntw(), tails are whilelt predicates
-  using F = svfloat32_t;
-  static int64_t width() { return int64_t(svcntw()); }
-  static F zero() { return svdup_f32(0.0f); }
-  static F set1(float x) { return svdup_f32(x); }
-  static F load(const float* p) { return svld1_f32(svptrue_b32(), p); }
-  static void store(float* p, F x) { svst1_f32(svptrue_b32(), p, x); }
-  static F load_n(const float* p, int64_t n) { return svld1_f32(svwhilelt_b32_s64(0, n), p); }
-  static void store_n(float* p, F x, int64_t n) { svst1_f32(svwhilelt_b32_s64(0, n), p, x); }
-  static F mul(F a, F b) { return svmul_f32_x(svptrue_b32(), a, b); }
-  static F sub(F a, F b) { return svsub_f32_x(svptrue_b32(), a, b); }
-  static F fma(F a, F b, F c) { return svmla_f32_x(svptrue_b32(), c, a, b); }
-};
-}  // namespace
-
-void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
-                float beta, int64_t dk, int64_t dv, float* out) {
-  detail::delta_step<Zreg>(S, q, k, v, decay, beta, dk, dv, out);
-}
-
-void add_f32(const float* a, const float* b, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += svcntw()) {
-    const svbool_t pg = lanes(i, n);
-    svst1_f32(pg, out + i, svadd_f32_x(pg, svld1_f32(pg, a + i), svld1_f32(pg, b + i)));
-  }
-}
-
-float softmax(float* x, int64_t n) {
-  if (n <= 0) return 0.0f;
-  svfloat32_t mx = svdup_n_f32(-INFINITY);
-  for (int64_t i = 0; i < n; i += svcntw()) {
-    const svbool_t pg = lanes(i, n);
-    mx = svmax_f32_m(pg, mx, svld1_f32(pg, x + i));
-  }
-  const float vmax = svmaxv_f32(svptrue_b32(), mx);
-  svfloat32_t sum = svdup_n_f32(0.0f);
-  for (int64_t i = 0; i < n; i += svcntw()) {
-    const svbool_t pg = lanes(i, n);
-    const svfloat32_t e = exp_v(pg, svsub_n_f32_x(pg, svld1_f32(pg, x + i), vmax));
-    svst1_f32(pg, x + i, e);
-    sum = svadd_f32_m(pg, sum, e);
-  }
-  const float total = svaddv_f32(svptrue_b32(), sum);
-  scale_f32(x, 1.0f / total, n);
-  return total;
-}
-
-void swiglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += svcntw()) {
-    const svbool_t pg = lanes(i, n);
-    svst1_f32(pg, out + i, svmul_f32_x(pg, silu_v(pg, svld1_f32(pg, gate + i)),
-                                       svld1_f32(pg, up + i)));
-  }
-}
-
-void geglu(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; i += svcntw()) {
-    const svbool_t pg = lanes(i, n);
-    svst1_f32(pg, out + i, svmul_f32_x(pg, gelu_v(pg, svld1_f32(pg, gate + i)),
-                                       svld1_f32(pg, up + i)));
-  }
-}
-
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
-          const float* sin) {
-  const int64_t half = rot_dim / 2;
-  for (int64_t h = 0; h < n_heads; ++h) {
-    float* x0p = x + h * head_dim;
-    float* x1p = x0p + half;
-    for (int64_t i = 0; i < half; i += svcntw()) {
-      const svbool_t pg = lanes(i, half);
-      const svfloat32_t x0 = svld1_f32(pg, x0p + i), x1 = svld1_f32(pg, x1p + i);
-      const svfloat32_t c = svld1_f32(pg, cos + i), s = svld1_f32(pg, sin + i);
-      svst1_f32(pg, x0p + i, svmls_f32_x(pg, svmul_f32_x(pg, x0, c), x1, s));
-      svst1_f32(pg, x1p + i, svmla_f32_x(pg, svmul_f32_x(pg, x1, c), x0, s));
-    }
-  }
-}
+KRAFLA_VEC_MATH_ENTRIES(Zreg)
 
 }  // namespace krafla::kernels

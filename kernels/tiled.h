@@ -1,5 +1,6 @@
-// The row-tiled layout and the matmul driver shared by the SIMD kernel TUs (avx2.cpp,
-// avx512vnni.cpp); each ISA supplies only its tile height and register-tile kernels.
+// The row-tiled layout, the register-tile bodies and the matmul driver shared by the SIMD
+// kernel TUs (all but sve.cpp); each ISA supplies a tile policy P with its tile height, its
+// register tiles and its int8 block dot (see q_kernel below).
 //
 // Layout, for a tile of kTile rows:
 //  * F32/F16: column-major inside the tile: kTile values of column c, then column c+1, ...
@@ -108,17 +109,102 @@ struct MmArgs {
   const int* valid;  // rows to store per tile of the group (kTile except in the last tile)
 };
 
+// Software prefetch for decode (one token: the matmul is a pure weight stream): every cache
+// line of `bytes` at p.
+inline void prefetch_lines(const uint8_t* p, size_t bytes) {
+  for (size_t l = 0; l < bytes; l += 64) __builtin_prefetch(p + l);
+}
+
+// The register-tile bodies, written once over the ISA's tile policy P:
+//  * P::V: the float vector traits of vec_math.h (zero, set1, load, mul, fma, store_n), with
+//    one vector = one column of a row tile (P::kTile rows);
+//  * P::I and P::block<kQ4, R, T>(wb, a, b, ia): the int8 block dot, where the ISAs differ. It
+//    fills ia[r][t] with the exact int32 sum of record wb[r] (tile r, block b) with token t's
+//    block b, one lane per row, the correction a[t][b].corr already taken off;
+//  * P::to_f32(I), P::load_f16(p) (kTile halves: a record's scales, an F16 tile column);
+//  * P::prefetch_q(rec, bytes) and P::prefetch_f<kF16>(col, c): the decode prefetch.
+// Per block, acc = fma(float(isum), d_w*d_a, acc) in the row's lane whatever R and T are, which
+// is what makes each output bitwise independent of the register tile.
+template <class P, bool kQ4, int R, int T>
+void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
+              int64_t ld_out, const int* valid) {
+  using V = typename P::V;
+  using F = typename V::F;
+  constexpr size_t kRec = kQ4 ? Layout<P::kTile>::kQ4Rec : Layout<P::kTile>::kQ8Rec;
+  F acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = V::zero();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      wb[r] = w + r * tbytes + b * kRec;
+      if constexpr (T == 1) P::prefetch_q(wb[r], kRec);
+    }
+    typename P::I ia[R][T];
+    P::template block<kQ4, R, T>(wb, a, b, ia);
+    F dw[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) dw[r] = P::load_f16(wb[r]);
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const F da = V::set1(a[t][b].d);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+        acc[r][t] = V::fma(P::to_f32(ia[r][t]), V::mul(dw[r], da), acc[r][t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) V::store_n(out + t * ld_out + r * P::kTile, acc[r][t], valid[r]);
+}
+
+// R row tiles x T tokens of F32/F16 matmul: acc = fma(w[c], x[c], acc) over c in order.
+template <class P, bool kF16, int R, int T>
+void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const* x, float* out,
+              int64_t ld_out, const int* valid) {
+  using V = typename P::V;
+  using F = typename V::F;
+  F acc[R][T];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) acc[r][t] = V::zero();
+  for (int64_t c = 0; c < cols; ++c) {
+    F wv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* p = w + r * tbytes + c * P::kTile * (kF16 ? 2 : 4);
+      if constexpr (T == 1) P::template prefetch_f<kF16>(p, c);
+      wv[r] = kF16 ? P::load_f16(p) : V::load(reinterpret_cast<const float*>(p));
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const F xv = V::set1(x[t][c]);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) V::store_n(out + t * ld_out + r * P::kTile, acc[r][t], valid[r]);
+}
+
 template <class K, WType W, int R, int T>
 void run_tile(const MmArgs& m) {
   if constexpr (W == WType::Q8_0 || W == WType::Q4_0) {
     const ActBlock* a[T];
     for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const ActBlock*>(m.act + t * m.act_bytes);
-    K::template q_kernel<W == WType::Q4_0, R, T>(m.w, m.tbytes, m.cols / kQBlock, a, m.out,
-                                                 m.ld_out, m.valid);
+    q_kernel<K, W == WType::Q4_0, R, T>(m.w, m.tbytes, m.cols / kQBlock, a, m.out, m.ld_out,
+                                        m.valid);
   } else {
     const float* x[T];
     for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const float*>(m.act + t * m.act_bytes);
-    K::template f_kernel<W == WType::F16, R, T>(m.w, m.tbytes, m.cols, x, m.out, m.ld_out, m.valid);
+    f_kernel<K, W == WType::F16, R, T>(m.w, m.tbytes, m.cols, x, m.out, m.ld_out, m.valid);
   }
 }
 

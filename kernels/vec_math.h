@@ -1,0 +1,184 @@
+// The F32 vector ops of the kernel table (rmsnorm, softmax, rope, swiglu, geglu, add, scale,
+// axpy) and the exp polynomial under them, written once over per-ISA vector traits (the way
+// gemma.cpp writes its ops once over Highway and ggml's vec.h over simd-mappings.h). Each SIMD
+// TU defines its traits V and expands KRAFLA_VEC_MATH_ENTRIES(V) for the table entries; what
+// an ISA does differently (FMA or not, masks or padded tails, NaN rules of min/max, how 2^n is
+// formed) lives in its traits, so each ISA computes exactly the operations it always has: the
+// generic code fixes the order of operations, the traits fix each operation.
+//
+// V provides, besides what delta_step.h asks for (F, width, zero, set1, load, store, load_n,
+// store_n, mul, sub, fma):
+//  * load_n(p, n, fill): the first min(n, width) floats at p, `fill` in the other lanes;
+//  * add, div, neg, min, max: the ISA's instruction with the operands in this order (x86 and
+//    Arm min/max treat NaN differently, x86 negates as 0 - x);
+//  * fnma(a, b, c) = c - a*b, fused where fma is; mul_sub(a, b, c, d) = a*b - c*d with one
+//    of the products fused (which one is the ISA's choice: vfmsub fuses a*b, vfms c*d);
+//  * hsum, hmax: the ISA's horizontal reductions (their order is part of the result);
+//  * max_n(acc, x, n), add_n(acc, x, n): acc op x in the first n lanes. Masked ISAs keep acc in
+//    the others; padded ones (SSE, NEON) combine every lane, and their callers have filled
+//    the lanes past n with the op's identity through load_n's fill;
+//  * round(x) (to nearest, ties to even), kExpLo, kExpHi and exp_scale(y, n, x) = y * 2^n for
+//    exp below, including what the ISA does for x < kExpLo.
+// Included by ISA TUs only: every instantiation is on a type local to that TU.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/delta_step.h"
+
+namespace krafla::kernels::vec {
+
+// Cephes' expf polynomial on r = x - n*ln2 (ln2 split in two for an exact product), 2^n by
+// V::exp_scale. ~2 ulp. The clamp keeps n in the range where 2^n is a normal float (or where
+// the ISA's scalef saturates), below it exp_scale gives 0.
+template <class V>
+inline typename V::F exp(typename V::F x) {
+  using F = typename V::F;
+  const F xc = V::min(V::max(x, V::set1(V::kExpLo)), V::set1(V::kExpHi));
+  const F n = V::round(V::mul(xc, V::set1(1.44269504088896341f)));
+  F r = V::fnma(n, V::set1(0.693359375f), xc);
+  r = V::fnma(n, V::set1(-2.12194440e-4f), r);
+  F p = V::set1(1.9875691500E-4f);
+  p = V::fma(p, r, V::set1(1.3981999507E-3f));
+  p = V::fma(p, r, V::set1(8.3334519073E-3f));
+  p = V::fma(p, r, V::set1(4.1665795894E-2f));
+  p = V::fma(p, r, V::set1(1.6666665459E-1f));
+  p = V::fma(p, r, V::set1(5.0000001201E-1f));
+  const F y = V::add(V::fma(p, V::mul(r, r), r), V::set1(1.0f));
+  return V::exp_scale(y, n, x);
+}
+
+template <class V>
+inline typename V::F silu(typename V::F g) {
+  return V::div(g, V::add(V::set1(1.0f), exp<V>(V::neg(g))));
+}
+
+// 0.5*g*(1 + tanh(y)) == g / (1 + exp(-2y)), y = sqrt(2/pi)*(g + 0.044715 g^3): the sigmoid
+// form has no cancellation for negative g (1 - 1/(e + 1) loses digits there).
+template <class V>
+inline typename V::F gelu(typename V::F g) {
+  using F = typename V::F;
+  const F g3 = V::mul(V::mul(g, g), g);
+  const F y2 = V::mul(V::set1(-2.0f * 0.7978845608028654f), V::fma(V::set1(0.044715f), g3, g));
+  return V::div(g, V::add(V::set1(1.0f), exp<V>(y2)));
+}
+
+template <class V>
+void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
+  using F = typename V::F;
+  const int64_t W = V::width();
+  F ss = V::zero();
+  for (int64_t i = 0; i < n; i += W) {
+    const F v = V::load_n(x + i, n - i);
+    ss = V::fma(v, v, ss);  // padding lanes add 0*0
+  }
+  const float scale = 1.0f / std::sqrt(V::hsum(ss) / float(n) + eps);
+  const F vs = V::set1(scale), off = V::set1(w_offset);
+  for (int64_t i = 0; i < n; i += W) {
+    const F v = V::load_n(x + i, n - i);
+    const F wv = V::add(V::load_n(w + i, n - i), off);
+    V::store_n(out + i, V::mul(V::mul(v, vs), wv), n - i);
+  }
+}
+
+template <class V>
+void axpy(float a, const float* x, float* y, int64_t n) {
+  const typename V::F va = V::set1(a);
+  for (int64_t i = 0; i < n; i += V::width())
+    V::store_n(y + i, V::fma(va, V::load_n(x + i, n - i), V::load_n(y + i, n - i)), n - i);
+}
+
+template <class V>
+void scale(float* x, float s, int64_t n) {
+  const typename V::F vs = V::set1(s);
+  for (int64_t i = 0; i < n; i += V::width())
+    V::store_n(x + i, V::mul(V::load_n(x + i, n - i), vs), n - i);
+}
+
+template <class V>
+void add(const float* a, const float* b, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += V::width()) {
+    const typename V::F va = V::load_n(a + i, n - i), vb = V::load_n(b + i, n - i);
+    V::store_n(out + i, V::add(va, vb), n - i);
+  }
+}
+
+template <class V>
+float softmax(float* x, int64_t n) {
+  using F = typename V::F;
+  if (n <= 0) return 0.0f;
+  const int64_t W = V::width();
+  // Lanes past the end read -inf: they leave the max alone and their exp is 0.
+  F mx = V::set1(-INFINITY);
+  for (int64_t i = 0; i < n; i += W) mx = V::max_n(mx, V::load_n(x + i, n - i, -INFINITY), n - i);
+  const F vmax = V::set1(V::hmax(mx));
+  F sum = V::zero();
+  for (int64_t i = 0; i < n; i += W) {
+    const F e = exp<V>(V::sub(V::load_n(x + i, n - i, -INFINITY), vmax));
+    V::store_n(x + i, e, n - i);
+    sum = V::add_n(sum, e, n - i);
+  }
+  const float total = V::hsum(sum);
+  scale<V>(x, 1.0f / total, n);
+  return total;
+}
+
+template <class V>
+void swiglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += V::width())
+    V::store_n(out + i, V::mul(silu<V>(V::load_n(gate + i, n - i)), V::load_n(up + i, n - i)),
+               n - i);
+}
+
+template <class V>
+void geglu(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += V::width())
+    V::store_n(out + i, V::mul(gelu<V>(V::load_n(gate + i, n - i)), V::load_n(up + i, n - i)),
+               n - i);
+}
+
+template <class V>
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,
+          const float* sin) {
+  using F = typename V::F;
+  const int64_t half = rot_dim / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* x0p = x + h * head_dim;
+    float* x1p = x0p + half;
+    for (int64_t i = 0; i < half; i += V::width()) {
+      const int64_t k = half - i;
+      const F x0 = V::load_n(x0p + i, k), x1 = V::load_n(x1p + i, k);
+      const F c = V::load_n(cos + i, k), s = V::load_n(sin + i, k);
+      V::store_n(x0p + i, V::mul_sub(x0, c, x1, s), k);
+      V::store_n(x1p + i, V::fma(x0, s, V::mul(x1, c)), k);
+    }
+  }
+}
+
+}  // namespace krafla::kernels::vec
+
+// The table entries written above (and delta_step.h's), for a TU whose traits are V.
+#define KRAFLA_VEC_MATH_ENTRIES(V)                                                                 \
+  void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) { \
+    vec::rmsnorm<V>(x, w, w_offset, eps, out, n);                                                  \
+  }                                                                                                \
+  void axpy_f32(float a, const float* x, float* y, int64_t n) { vec::axpy<V>(a, x, y, n); }        \
+  void scale_f32(float* x, float s, int64_t n) { vec::scale<V>(x, s, n); }                         \
+  void add_f32(const float* a, const float* b, float* out, int64_t n) {                            \
+    vec::add<V>(a, b, out, n);                                                                     \
+  }                                                                                                \
+  float softmax(float* x, int64_t n) { return vec::softmax<V>(x, n); }                             \
+  void swiglu(const float* gate, const float* up, float* out, int64_t n) {                         \
+    vec::swiglu<V>(gate, up, out, n);                                                              \
+  }                                                                                                \
+  void geglu(const float* gate, const float* up, float* out, int64_t n) {                          \
+    vec::geglu<V>(gate, up, out, n);                                                               \
+  }                                                                                                \
+  void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,        \
+            const float* sin) {                                                                    \
+    vec::rope<V>(x, n_heads, head_dim, rot_dim, cos, sin);                                         \
+  }                                                                                                \
+  void delta_step(float* S, const float* q, const float* k, const float* v, float decay,           \
+                  float beta, int64_t dk, int64_t dv, float* out) {                                \
+    detail::delta_step<V>(S, q, k, v, decay, beta, dk, dv, out);                                   \
+  }
