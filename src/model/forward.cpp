@@ -22,8 +22,9 @@ Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_ba
   const int64_t kv_dim = int64_t{c_.n_kv_heads} * hd;
   int n_kv = 0, n_lin = 0;
   for (int l = 0; l < c_.n_layers; ++l) {
-    kv_slot_.push_back(c_.layer_linear[l] ? -1 : n_kv++);
-    lin_slot_.push_back(c_.layer_linear[l] ? n_lin++ : -1);
+    const bool linear = c_.layers[l].kind == LayerConfig::Kind::Linear;
+    kv_slot_.push_back(linear ? -1 : n_kv++);
+    lin_slot_.push_back(linear ? n_lin++ : -1);
   }
   const size_t kv_elems = size_t(n_kv) * kv_dim * n_ctx;
   kv_k_.resize(kv_elems * sizeof(float));
@@ -118,10 +119,11 @@ void Forward::attention(int layer, int n, int pos0) {
   const float scale = c_.attn_scale;
   const int nt = pool_.size();
   const LayerWeights& L = m_.layers[layer];
-  const bool local = c_.layer_rope_local[layer];
+  const LayerConfig& lc = c_.layers[layer];
+  const bool local = lc.rope == LayerConfig::Rope::Local;
   const float* cos_table = (local ? rope_cos_local_ : rope_cos_).data<float>();
   const float* sin_table = (local ? rope_sin_local_ : rope_sin_).data<float>();
-  const int64_t window = c_.layer_window[layer];
+  const int64_t window = lc.window;
   // RoPE on q and k, then k and v into the cache.
   pool_.run([&](int ti) {
     auto [t0, t1] = split_range(n, ti, nt);
@@ -143,7 +145,7 @@ void Forward::attention(int layer, int n, int pos0) {
         for (int h = 0; h < c_.n_kv_heads; ++h)
           K::rmsnorm(k + h * hd, L.k_norm, 0.0f, c_.norm_eps, k + h * hd, hd);
       }
-      if (c_.layer_rope[layer]) {
+      if (lc.rope != LayerConfig::Rope::None) {
         K::rope(q, c_.n_heads, hd, c_.rope_dim, cs, sn);
         K::rope(k, c_.n_kv_heads, hd, c_.rope_dim, cs, sn);
       }
@@ -287,7 +289,7 @@ void Forward::run(const int32_t* tokens, int n, int pos0, bool all_logits, float
       for (int64_t t = t0; t < t1; ++t)
         K::rmsnorm(x + t * dim, L.attn_norm, 0.0f, c_.norm_eps, h + t * dim, dim);
     });
-    if (c_.layer_linear[l]) {
+    if (c_.layers[l].kind == LayerConfig::Kind::Linear) {
       delta_block(l, n);
     } else {
       attention_block(l, n, pos0);

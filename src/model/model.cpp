@@ -151,7 +151,7 @@ std::string Model::describe() const {
   const auto& c = impl_->cfg;
   const auto& l0 = impl_->layers.at(0);
   const char* names[] = {"f32", "f16", "q8_0", "q4_0"};
-  const Matrix& attn = c.layer_linear[0] ? l0.ssm_qkv : l0.wq;
+  const Matrix& attn = c.layers[0].kind == LayerConfig::Kind::Linear ? l0.ssm_qkv : l0.wq;
   return fmt::format("{}: {} layers{}, dim {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, "
                      "weights {} (ffn) / {} (attn), {:.1f} MiB packed",
                      c.arch, c.n_layers,
@@ -233,7 +233,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
     L.down = take.matrix(p + "ffn_down", c.dim, c.ffn_dim);
     to_pack.insert(to_pack.end(), {{p + "ffn_gate", &L.gate}, {p + "ffn_up", &L.up},
                                    {p + "ffn_down", &L.down}});
-    if (c.layer_linear[i]) {
+    if (c.layers[i].kind == LayerConfig::Kind::Linear) {
       load_delta_layer(take, c, p, L);
       to_pack.insert(to_pack.end(), {{p + "ssm_qkv", &L.ssm_qkv}, {p + "ssm_z", &L.ssm_z},
                                      {p + "ssm_beta", &L.ssm_beta}, {p + "ssm_alpha", &L.ssm_alpha},

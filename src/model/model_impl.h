@@ -8,6 +8,7 @@
 #include "io/pack_cache.h"
 #include "kernels/kernels.h"
 #include "krafla/model.h"
+#include "model/config.h"
 #include "runtime/aligned.h"
 
 namespace krafla {
@@ -66,7 +67,5 @@ struct Model::Impl {
 
   const Matrix& logits_matrix() const { return cfg.tie_embeddings ? tok_embd : output; }
 };
-
-ModelConfig parse_config(const nlohmann::json& j, const std::string& path);
 
 }  // namespace krafla
