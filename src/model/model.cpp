@@ -26,8 +26,14 @@ WType matrix_type(const TensorView& t, const std::string& path) {
   }
 }
 
+struct ToPack {
+  std::string name;
+  Matrix* m;
+};
+
 // Hands out the file's tensors by name and shape, remembering which were taken: a tensor
-// left over is refused, since it means a feature this build would silently leave out.
+// left over is refused, since it means a feature this build would silently leave out. The
+// matrices taken are listed for packing under the name they were taken by.
 class TensorTaker {
  public:
   explicit TensorTaker(const MlbFile& f) : f_(f) {}
@@ -37,14 +43,15 @@ class TensorTaker {
     return f32(name, {rows, cols});
   }
 
-  Matrix matrix(const std::string& name, int64_t rows, int64_t cols) {
+  // Takes matrix `name` into `m`, and lists it for packing unless `pack` is false (an
+  // embedding that is only looked up row by row).
+  void matrix(Matrix& m, const std::string& name, int64_t rows, int64_t cols, bool pack = true) {
     const TensorView& t = take(name, {rows, cols});
-    Matrix m;
     m.type = matrix_type(t, f_.path());
     m.rows = rows;
     m.cols = cols;
     m.stored = t.data;
-    return m;
+    if (pack) to_pack_.push_back({name, &m});
   }
 
   void check_all_taken(const std::string& arch) const {
@@ -54,6 +61,7 @@ class TensorTaker {
                                 "(written by a newer converter?)",
                                 f_.path(), t.name, arch));
   }
+  const std::vector<ToPack>& to_pack() const { return to_pack_; }
 
  private:
   const float* f32(const std::string& name, std::vector<int64_t> shape) {
@@ -69,11 +77,7 @@ class TensorTaker {
   }
   const MlbFile& f_;
   std::set<std::string> used_;
-};
-
-struct ToPack {
-  std::string name;
-  Matrix* m;
+  std::vector<ToPack> to_pack_;
 };
 
 void pack_all(const std::vector<ToPack>& mats, ThreadPool& pool) {
@@ -122,11 +126,11 @@ void pack_or_map(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& po
 void load_delta_layer(TensorTaker& take, const ModelConfig& c, const std::string& p,
                       LayerWeights& L) {
   const int64_t conv_dim = c.lin_conv_dim(), vd = int64_t{c.lin_v_heads} * c.lin_v_dim;
-  L.ssm_qkv = take.matrix(p + "ssm_qkv", conv_dim, c.dim);
-  L.ssm_z = take.matrix(p + "ssm_z", vd, c.dim);
-  L.ssm_beta = take.matrix(p + "ssm_beta", c.lin_v_heads, c.dim);
-  L.ssm_alpha = take.matrix(p + "ssm_alpha", c.lin_v_heads, c.dim);
-  L.ssm_out = take.matrix(p + "ssm_out", c.dim, vd);
+  take.matrix(L.ssm_qkv, p + "ssm_qkv", conv_dim, c.dim);
+  take.matrix(L.ssm_z, p + "ssm_z", vd, c.dim);
+  take.matrix(L.ssm_beta, p + "ssm_beta", c.lin_v_heads, c.dim);
+  take.matrix(L.ssm_alpha, p + "ssm_alpha", c.lin_v_heads, c.dim);
+  take.matrix(L.ssm_out, p + "ssm_out", c.dim, vd);
   L.ssm_dt_bias = take.vec_f32(p + "ssm_dt_bias", c.lin_v_heads);
   L.ssm_a = take.vec_f32(p + "ssm_a", c.lin_v_heads);
   L.ssm_norm = take.vec_f32(p + "ssm_norm", c.lin_v_dim);
@@ -135,6 +139,40 @@ void load_delta_layer(TensorTaker& take, const ModelConfig& c, const std::string
   L.ssm_conv_t.resize(size_t(conv_dim) * c.lin_conv);
   for (int64_t ch = 0; ch < conv_dim; ++ch)
     for (int j = 0; j < c.lin_conv; ++j) L.ssm_conv_t[size_t(j) * conv_dim + ch] = w[ch * c.lin_conv + j];
+}
+
+// One block's tensors (docs/format.md), in the order the pack cache lists them.
+void load_layer(TensorTaker& take, const ModelConfig& c, int i, LayerWeights& L) {
+  const std::string p = fmt::format("blk.{}.", i);
+  const int64_t q_rows = int64_t{c.n_heads} * c.head_dim;
+  const int64_t kv_rows = int64_t{c.n_kv_heads} * c.head_dim;
+  L.attn_norm = take.vec_f32(p + "attn_norm", c.dim);
+  L.ffn_norm = take.vec_f32(p + "ffn_norm", c.dim);
+  take.matrix(L.gate, p + "ffn_gate", c.ffn_dim, c.dim);
+  take.matrix(L.up, p + "ffn_up", c.ffn_dim, c.dim);
+  take.matrix(L.down, p + "ffn_down", c.dim, c.ffn_dim);
+  if (c.layers[i].kind == LayerConfig::Kind::Linear) {
+    load_delta_layer(take, c, p, L);
+    return;
+  }
+  take.matrix(L.wq, p + "attn_q", q_rows, c.dim);
+  take.matrix(L.wk, p + "attn_k", kv_rows, c.dim);
+  take.matrix(L.wv, p + "attn_v", kv_rows, c.dim);
+  take.matrix(L.wo, p + "attn_output", c.dim, q_rows);
+  if (c.attn_gate) take.matrix(L.wgate, p + "attn_gate", q_rows, c.dim);
+  if (c.qkv_bias) {
+    L.bq = take.vec_f32(p + "attn_q_bias", q_rows);
+    L.bk = take.vec_f32(p + "attn_k_bias", kv_rows);
+    L.bv = take.vec_f32(p + "attn_v_bias", kv_rows);
+  }
+  if (c.qk_norm) {
+    L.q_norm = take.vec_f32(p + "attn_q_norm", c.head_dim);
+    L.k_norm = take.vec_f32(p + "attn_k_norm", c.head_dim);
+  }
+  if (c.post_norms) {
+    L.attn_post_norm = take.vec_f32(p + "attn_post_norm", c.dim);
+    L.ffn_post_norm = take.vec_f32(p + "ffn_post_norm", c.dim);
+  }
 }
 
 }  // namespace
@@ -210,66 +248,20 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   // <image_soft_token> sits past vocab_size) or fewer (Qwen pads the embedding): ids the model
   // has no row for are refused when they reach Session::eval, and never sampled.
 
-  const int64_t q_rows = int64_t{c.n_heads} * c.head_dim;
-  const int64_t kv_rows = int64_t{c.n_kv_heads} * c.head_dim;
   TensorTaker take(f);
-  m->tok_embd = take.matrix("tok_embd", c.n_vocab, c.dim);
+  m->layers.resize(c.n_layers);
+  for (int i = 0; i < c.n_layers; ++i) load_layer(take, c, i, m->layers[i]);
+  // The embedding is packed only when the logits use it too; the pack cache lists it last.
+  take.matrix(m->tok_embd, "tok_embd", c.n_vocab, c.dim, c.tie_embeddings);
   m->output_norm = take.vec_f32("output_norm", c.dim);
   if (c.tie_embeddings) {
     if (f.find("output"))
       throw Error(fmt::format("{}: tie_embeddings is set but an 'output' tensor exists", path));
   } else {
-    m->output = take.matrix("output", c.n_vocab, c.dim);
-  }
-  std::vector<ToPack> to_pack;
-  m->layers.resize(c.n_layers);
-  for (int i = 0; i < c.n_layers; ++i) {
-    auto& L = m->layers[i];
-    const std::string p = fmt::format("blk.{}.", i);
-    L.attn_norm = take.vec_f32(p + "attn_norm", c.dim);
-    L.ffn_norm = take.vec_f32(p + "ffn_norm", c.dim);
-    L.gate = take.matrix(p + "ffn_gate", c.ffn_dim, c.dim);
-    L.up = take.matrix(p + "ffn_up", c.ffn_dim, c.dim);
-    L.down = take.matrix(p + "ffn_down", c.dim, c.ffn_dim);
-    to_pack.insert(to_pack.end(), {{p + "ffn_gate", &L.gate}, {p + "ffn_up", &L.up},
-                                   {p + "ffn_down", &L.down}});
-    if (c.layers[i].kind == LayerConfig::Kind::Linear) {
-      load_delta_layer(take, c, p, L);
-      to_pack.insert(to_pack.end(), {{p + "ssm_qkv", &L.ssm_qkv}, {p + "ssm_z", &L.ssm_z},
-                                     {p + "ssm_beta", &L.ssm_beta}, {p + "ssm_alpha", &L.ssm_alpha},
-                                     {p + "ssm_out", &L.ssm_out}});
-      continue;
-    }
-    L.wq = take.matrix(p + "attn_q", q_rows, c.dim);
-    L.wk = take.matrix(p + "attn_k", kv_rows, c.dim);
-    L.wv = take.matrix(p + "attn_v", kv_rows, c.dim);
-    L.wo = take.matrix(p + "attn_output", c.dim, q_rows);
-    to_pack.insert(to_pack.end(), {{p + "attn_q", &L.wq}, {p + "attn_k", &L.wk},
-                                   {p + "attn_v", &L.wv}, {p + "attn_output", &L.wo}});
-    if (c.attn_gate) {
-      L.wgate = take.matrix(p + "attn_gate", q_rows, c.dim);
-      to_pack.push_back({p + "attn_gate", &L.wgate});
-    }
-    if (c.qkv_bias) {
-      L.bq = take.vec_f32(p + "attn_q_bias", q_rows);
-      L.bk = take.vec_f32(p + "attn_k_bias", kv_rows);
-      L.bv = take.vec_f32(p + "attn_v_bias", kv_rows);
-    }
-    if (c.qk_norm) {
-      L.q_norm = take.vec_f32(p + "attn_q_norm", c.head_dim);
-      L.k_norm = take.vec_f32(p + "attn_k_norm", c.head_dim);
-    }
-    if (c.post_norms) {
-      L.attn_post_norm = take.vec_f32(p + "attn_post_norm", c.dim);
-      L.ffn_post_norm = take.vec_f32(p + "ffn_post_norm", c.dim);
-    }
+    take.matrix(m->output, "output", c.n_vocab, c.dim);
   }
   take.check_all_taken(c.arch);
-  if (c.tie_embeddings) {
-    to_pack.push_back({"tok_embd", &m->tok_embd});
-  } else {
-    to_pack.push_back({"output", &m->output});
-  }
+  const std::vector<ToPack>& to_pack = take.to_pack();
   ThreadPool pool(opts.n_threads > 0 ? opts.n_threads : int(std::thread::hardware_concurrency()));
   pack_or_map(*m, to_pack, pool, opts.pack_cache_dir);
   for (const auto& [_, x] : to_pack)
