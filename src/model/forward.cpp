@@ -92,15 +92,13 @@ void Forward::matmuls(const float* in, int64_t cols, int n, std::initializer_lis
   for (const auto& j : jobs) need[int(j.m->type)] = true;
   const int nt = pool_.size();
   // Quantize the activation rows once per weight type, tokens split across threads.
-  pool_.run([&](int ti) {
-    auto [t0, t1] = split_range(n, ti, nt);
-    for (int t = 0; t < 4; ++t) {
-      if (!need[t]) continue;
-      const size_t stride = K::act_row_size(WType(t), cols);
-      for (int64_t tok = t0; tok < t1; ++tok)
-        K::quantize_act(WType(t), in + tok * cols, cols, act_[t].data() + tok * stride);
-    }
+  pool_.for_each(n, [&](int64_t tok) {
+    for (int t = 0; t < 4; ++t)
+      if (need[t])
+        K::quantize_act(WType(t), in + tok * cols, cols,
+                        act_[t].data() + tok * K::act_row_size(WType(t), cols));
   });
+  // Each job's rows split across the threads, all jobs in one parallel region.
   const int64_t tile = K::row_tile();
   pool_.run([&](int ti) {
     for (const auto& j : jobs) {
@@ -117,7 +115,6 @@ void Forward::attention(int layer, int n, int pos0) {
   const int64_t q_dim = int64_t{c_.n_heads} * hd, kv_dim = int64_t{c_.n_kv_heads} * hd;
   const int group = c_.n_heads / c_.n_kv_heads;
   const float scale = c_.attn_scale;
-  const int nt = pool_.size();
   const LayerWeights& L = m_.layers[layer];
   const LayerConfig& lc = c_.layers[layer];
   const bool local = lc.rope == LayerConfig::Rope::Local;
@@ -125,9 +122,8 @@ void Forward::attention(int layer, int n, int pos0) {
   const float* sin_table = (local ? rope_sin_local_ : rope_sin_).data<float>();
   const int64_t window = lc.window;
   // RoPE on q and k, then k and v into the cache.
-  pool_.run([&](int ti) {
-    auto [t0, t1] = split_range(n, ti, nt);
-    for (int64_t t = t0; t < t1; ++t) {
+  pool_.for_each(n, [&](int64_t t) {
+    {
       const int64_t pos = pos0 + t;
       const float* cs = cos_table + pos * half;
       const float* sn = sin_table + pos * half;
@@ -158,11 +154,10 @@ void Forward::attention(int layer, int n, int pos0) {
   // Units of work: (token, KV head) with the whole query group, so each cached K/V row is read
   // once per group; when that leaves threads idle (decode with few KV heads), (token, head).
   // Either way each head's result is bit-identical (attend_group).
-  const int per_unit = int64_t{n} * c_.n_kv_heads >= nt ? group : 1;
+  const int per_unit = int64_t{n} * c_.n_kv_heads >= pool_.size() ? group : 1;
   const int64_t heads_per_tok = c_.n_heads / per_unit;
-  pool_.run([&](int ti) {
+  pool_.split(int64_t{n} * heads_per_tok, [&](int ti, int64_t u0, int64_t u1) {
     float* scores = scores_.data<float>() + size_t(ti) * group * n_ctx_;
-    auto [u0, u1] = split_range(int64_t{n} * heads_per_tok, ti, nt);
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t t = u / heads_per_tok, h = (u % heads_per_tok) * per_unit, kvh = h / group;
       const int64_t pos = pos0 + t;
@@ -190,11 +185,7 @@ void Forward::attention_block(int l, int n, int pos0) {
   if (c_.attn_gate) {  // Qwen3.5: out = attention * sigmoid(gate), element-wise
     float* a = att_.data<float>();
     const float* g = agate_.data<float>();
-    const int nt = pool_.size();
-    pool_.run([&](int ti) {
-      auto [i0, i1] = split_range(int64_t{n} * q_dim, ti, nt);
-      for (int64_t i = i0; i < i1; ++i) a[i] = a[i] / (1.0f + std::exp(-g[i]));
-    });
+    pool_.for_each(int64_t{n} * q_dim, [&](int64_t i) { a[i] = a[i] / (1.0f + std::exp(-g[i])); });
   }
   matmuls(att_.data<float>(), q_dim, n, {{&L.wo, tmp_.data<float>()}});
 }
@@ -203,7 +194,6 @@ void Forward::delta_block(int l, int n) {
   const LayerWeights& L = m_.layers[l];
   const int64_t C = c_.lin_conv_dim(), nk = c_.lin_k_heads, nv = c_.lin_v_heads;
   const int64_t dk = c_.lin_k_dim, dv = c_.lin_v_dim, vd = nv * dv, kd = nk * dk;
-  const int nt = pool_.size();
   const int slot = lin_slot_[l];
   float* conv_state = conv_state_.data<float>() + size_t(slot) * (c_.lin_conv - 1) * C;
   float* ssm = ssm_state_.data<float>() + size_t(slot) * nv * dk * dv;
@@ -216,16 +206,14 @@ void Forward::delta_block(int l, int n) {
   matmuls(h_.data<float>(), c_.dim, n, {{&L.ssm_qkv, qkv}, {&L.ssm_z, z},
                                         {&L.ssm_beta, beta}, {&L.ssm_alpha, decay}});
   // The causal conv, channels split across threads (each owns its slice of the conv state).
-  pool_.run([&](int ti) {
-    auto [c0, c1] = split_range(C, ti, nt);
-    if (c0 < c1) delta::conv_silu(L.ssm_conv_t.data(), c_.lin_conv, conv_state, qkv, n, C, c0, c1, conv);
+  pool_.split(C, [&](int64_t c0, int64_t c1) {
+    delta::conv_silu(L.ssm_conv_t.data(), c_.lin_conv, conv_state, qkv, n, C, c0, c1, conv);
   });
   // Per token: l2-normalized q (times dk^-1/2) and k, beta = sigmoid(b), and the decay
   // exp(g) with g = -exp(A_log) * softplus(a + dt_bias) (torch's softplus: linear above 20).
   const float q_scale = 1.0f / std::sqrt(float(dk));
-  pool_.run([&](int ti) {
-    auto [t0, t1] = split_range(n, ti, nt);
-    for (int64_t t = t0; t < t1; ++t) {
+  pool_.for_each(n, [&](int64_t t) {
+    {
       float* row = conv + t * C;
       for (int64_t hk = 0; hk < nk; ++hk) {
         delta::l2norm(row + hk * dk, dk, q_scale);
@@ -242,9 +230,8 @@ void Forward::delta_block(int l, int n) {
   });
   // The recurrence: value heads split across threads, tokens in order within each head.
   const int64_t group = nv / nk;
-  pool_.run([&](int ti) {
-    auto [h0, h1] = split_range(nv, ti, nt);
-    for (int64_t hv = h0; hv < h1; ++hv) {
+  pool_.for_each(nv, [&](int64_t hv) {
+    {
       const int64_t hk = hv / group;
       for (int64_t t = 0; t < n; ++t) {
         const float* row = conv + t * C;
@@ -255,9 +242,7 @@ void Forward::delta_block(int l, int n) {
     }
   });
   // Gated RMSNorm per value head: rmsnorm(o) * w * silu(z).
-  pool_.run([&](int ti) {
-    auto [t0, t1] = split_range(n, ti, nt);
-    for (int64_t t = t0; t < t1; ++t)
+  pool_.for_each(n, [&](int64_t t) {
       for (int64_t hv = 0; hv < nv; ++hv) {
         float* oh = o + t * vd + hv * dv;
         K::rmsnorm(oh, L.ssm_norm, 0.0f, c_.norm_eps, oh, dv);
@@ -272,7 +257,6 @@ void Forward::run(const int32_t* tokens, int n, int pos0, bool all_logits, float
     throw Error(fmt::format("internal: forward of {} tokens at {} (batch {}, ctx {})", n, pos0,
                             n_batch_, n_ctx_));
   const int64_t dim = c_.dim, ffn = c_.ffn_dim;
-  const int nt = pool_.size();
   float* x = x_.data<float>();
   float* h = h_.data<float>();
   const size_t embd_row = K::row_bytes(m_.tok_embd.type, dim);
@@ -284,19 +268,16 @@ void Forward::run(const int32_t* tokens, int n, int pos0, bool all_logits, float
 
   for (int l = 0; l < c_.n_layers; ++l) {
     const LayerWeights& L = m_.layers[l];
-    pool_.run([&](int ti) {
-      auto [t0, t1] = split_range(n, ti, nt);
-      for (int64_t t = t0; t < t1; ++t)
-        K::rmsnorm(x + t * dim, L.attn_norm, 0.0f, c_.norm_eps, h + t * dim, dim);
+    pool_.for_each(n, [&](int64_t t) {
+      K::rmsnorm(x + t * dim, L.attn_norm, 0.0f, c_.norm_eps, h + t * dim, dim);
     });
     if (c_.layers[l].kind == LayerConfig::Kind::Linear) {
       delta_block(l, n);
     } else {
       attention_block(l, n, pos0);
     }
-    pool_.run([&](int ti) {
-      auto [t0, t1] = split_range(n, ti, nt);
-      for (int64_t t = t0; t < t1; ++t) {
+    pool_.for_each(n, [&](int64_t t) {
+      {
         float* o = tmp_.data<float>() + t * dim;
         if (L.attn_post_norm) K::rmsnorm(o, L.attn_post_norm, 0.0f, c_.norm_eps, o, dim);
         K::add_f32(x + t * dim, o, x + t * dim, dim);
@@ -304,10 +285,9 @@ void Forward::run(const int32_t* tokens, int n, int pos0, bool all_logits, float
       }
     });
     matmuls(h, dim, n, {{&L.gate, gate_.data<float>()}, {&L.up, up_.data<float>()}});
-    pool_.run([&](int ti) {
-      auto [t0, t1] = split_range(n, ti, nt);
-      const bool gelu = c_.activation == ModelConfig::Activation::GeluTanh;
-      for (int64_t t = t0; t < t1; ++t) {
+    const bool gelu = c_.activation == ModelConfig::Activation::GeluTanh;
+    pool_.for_each(n, [&](int64_t t) {
+      {
         float* g = gate_.data<float>() + t * ffn;
         if (gelu) {
           K::geglu(g, up_.data<float>() + t * ffn, g, ffn);
