@@ -126,19 +126,19 @@ void pack_or_map(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& po
 void load_delta_layer(TensorTaker& take, const ModelConfig& c, const std::string& p,
                       LayerWeights& L) {
   const int64_t conv_dim = c.lin_conv_dim(), vd = int64_t{c.lin_v_heads} * c.lin_v_dim;
-  take.matrix(L.ssm_qkv, p + "ssm_qkv", conv_dim, c.dim);
-  take.matrix(L.ssm_z, p + "ssm_z", vd, c.dim);
-  take.matrix(L.ssm_beta, p + "ssm_beta", c.lin_v_heads, c.dim);
-  take.matrix(L.ssm_alpha, p + "ssm_alpha", c.lin_v_heads, c.dim);
-  take.matrix(L.ssm_out, p + "ssm_out", c.dim, vd);
-  L.ssm_dt_bias = take.vec_f32(p + "ssm_dt_bias", c.lin_v_heads);
-  L.ssm_a = take.vec_f32(p + "ssm_a", c.lin_v_heads);
-  L.ssm_norm = take.vec_f32(p + "ssm_norm", c.lin_v_dim);
+  take.matrix(L.ssm.qkv, p + "ssm_qkv", conv_dim, c.dim);
+  take.matrix(L.ssm.z, p + "ssm_z", vd, c.dim);
+  take.matrix(L.ssm.beta, p + "ssm_beta", c.lin_v_heads, c.dim);
+  take.matrix(L.ssm.alpha, p + "ssm_alpha", c.lin_v_heads, c.dim);
+  take.matrix(L.ssm.out, p + "ssm_out", c.dim, vd);
+  L.ssm.dt_bias = take.vec_f32(p + "ssm_dt_bias", c.lin_v_heads);
+  L.ssm.a = take.vec_f32(p + "ssm_a", c.lin_v_heads);
+  L.ssm.norm = take.vec_f32(p + "ssm_norm", c.lin_v_dim);
   // Stored (conv_dim, K) as the checkpoint has it; the conv runs tap by tap over all channels.
   const float* w = take.mat_f32(p + "ssm_conv", conv_dim, c.lin_conv);
-  L.ssm_conv_t.resize(size_t(conv_dim) * c.lin_conv);
+  L.ssm.conv_t.resize(size_t(conv_dim) * c.lin_conv);
   for (int64_t ch = 0; ch < conv_dim; ++ch)
-    for (int j = 0; j < c.lin_conv; ++j) L.ssm_conv_t[size_t(j) * conv_dim + ch] = w[ch * c.lin_conv + j];
+    for (int j = 0; j < c.lin_conv; ++j) L.ssm.conv_t[size_t(j) * conv_dim + ch] = w[ch * c.lin_conv + j];
 }
 
 // One block's tensors (docs/format.md), in the order the pack cache lists them.
@@ -189,7 +189,7 @@ std::string Model::describe() const {
   const auto& c = impl_->cfg;
   const auto& l0 = impl_->layers.at(0);
   const char* names[] = {"f32", "f16", "q8_0", "q4_0"};
-  const Matrix& attn = c.layers[0].kind == LayerConfig::Kind::Linear ? l0.ssm_qkv : l0.wq;
+  const Matrix& attn = c.layers[0].kind == LayerConfig::Kind::Linear ? l0.ssm.qkv : l0.wq;
   return fmt::format("{}: {} layers{}, dim {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, "
                      "weights {} (ffn) / {} (attn), {:.1f} MiB packed",
                      c.arch, c.n_layers,

@@ -6,23 +6,13 @@
 
 #include "io/mlb_file.h"
 #include "io/pack_cache.h"
-#include "kernels/kernels.h"
 #include "krafla/model.h"
 #include "model/config.h"
+#include "ops/delta.h"
+#include "ops/matmul.h"
 #include "runtime/aligned.h"
 
 namespace krafla {
-
-// A weight matrix [rows, cols] (out × in): packed for this ISA's matmul, plus the stored
-// (ggml-layout) bytes in the mapping for row lookups (embeddings).
-struct Matrix {
-  kernels::WType type = kernels::WType::F32;
-  int64_t rows = 0, cols = 0;
-  AlignedBuffer packed;                   // packed at load, or empty when cached:
-  const uint8_t* cached = nullptr;        // the same bytes in the mapped pack cache
-  const uint8_t* stored = nullptr;
-  const void* packed_data() const { return cached ? cached : packed.data(); }
-};
 
 struct LayerWeights {
   const float* attn_norm;  // (dim)
@@ -41,16 +31,7 @@ struct LayerWeights {
   const float* ffn_post_norm = nullptr;
   Matrix wgate;            // (n_heads*head_dim, dim) with attn_gate (Qwen3.5)
 
-  // Qwen3.5 Gated DeltaNet layers (layer_linear) instead of wq/wk/wv/wo:
-  Matrix ssm_qkv;          // (2*k_heads*k_dim + v_heads*v_dim, dim): q, k, v before the conv
-  Matrix ssm_z;            // (v_heads*v_dim, dim): the output gate
-  Matrix ssm_beta;         // (v_heads, dim): beta = sigmoid(x · ssm_beta)
-  Matrix ssm_alpha;        // (v_heads, dim): decay input
-  std::vector<float> ssm_conv_t;  // (conv_k, conv_dim): the conv kernel, tap-major
-  const float* ssm_dt_bias = nullptr;  // (v_heads)
-  const float* ssm_a = nullptr;        // (v_heads): -exp(A_log)
-  const float* ssm_norm = nullptr;     // (v_dim): gated RMSNorm weight
-  Matrix ssm_out;          // (dim, v_heads*v_dim)
+  delta::Weights ssm;      // Qwen3.5 Gated DeltaNet layers instead of wq/wk/wv/wo
 };
 
 struct Model::Impl {
