@@ -1,14 +1,14 @@
 // The forward pass of every family (Llama 2/3, Mistral, Qwen2/3, SmolLM2/3, Gemma 2/3, Qwen3.5):
 // embed → blocks (RMSNorm, GQA attention with RoPE — or a Gated DeltaNet layer on Qwen3.5 —
 // then the MLP) → norm → logits, over a batch of tokens at consecutive positions of one
-// sequence, whose KV cache and DeltaNet state (SequenceState) are passed in: Forward itself
-// holds only per-batch scratch.
+// sequence. The sequence's KV cache and DeltaNet state (SequenceState) are passed in: Forward
+// holds only per-batch scratch, so one Forward can serve several sequences in turn.
 #pragma once
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 #include "model/model_impl.h"
+#include "ops/attention.h"
 #include "ops/delta.h"
 #include "ops/matmul.h"
 #include "runtime/aligned.h"
@@ -19,8 +19,10 @@ namespace krafla {
 
 class Forward {
  public:
-  // n_ctx bounds the positions (RoPE tables); n_batch the tokens of one run.
+  // n_ctx bounds the positions (RoPE tables, attention scratch); n_batch the tokens of a run.
   Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_batch);
+  Forward(const Forward&) = delete;  // the blocks hold a reference to mm_
+  Forward& operator=(const Forward&) = delete;
 
   // Evaluates tokens[0..n) of `seq` at positions pos0..pos0+n-1 (n <= n_batch, pos0+n <= n_ctx
   // and seq's n_ctx). Writes the logits of every token ([n, n_vocab]) when all_logits, else of
@@ -32,23 +34,23 @@ class Forward {
   int n_batch() const { return n_batch_; }
 
  private:
-  void attention(KvCache& kv, int layer, int n, int pos0);
-  void attention_block(KvCache& kv, int layer, int n, int pos0);  // h → tmp_
+  // The steps of run(), in the order of the model card. Rows are tokens of the batch.
+  void embed(const int32_t* tokens, int n);       // x_ = embedding rows (× embd_scale)
+  void norm(const float* w, int n);                // h_ = rmsnorm(x_) · w
+  void mix(SequenceState& seq, int layer, int n, int pos0);  // tmp_ = attention or DeltaNet (h_)
+  void mlp(const LayerWeights& L, int n);          // tmp_ = down(act(gate(h_)) · up(h_))
+  void residual(const float* post_norm, int n);    // x_ += rmsnorm(tmp_) · post_norm, or tmp_
+  void output(int n, bool all_logits, float* logits);  // logits of the final norm of x_
 
   const Model::Impl& m_;
   const ModelConfig& c_;
   ThreadPool& pool_;
   int n_ctx_, n_batch_;
   Matmuls mm_;
+  AttentionBlock attention_;
   std::unique_ptr<delta::Block> delta_;  // with DeltaNet layers
-  AlignedBuffer agate_;               // (batch, q_dim) attention output gate (Qwen3.5)
-  AlignedBuffer rope_cos_, rope_sin_;  // (ctx, rope_dim/2)
-  AlignedBuffer rope_cos_local_, rope_sin_local_;  // (ctx, rope_dim/2), Gemma 3 local layers
-  AlignedBuffer x_, h_;         // (batch, dim)
-  AlignedBuffer q_, k_, v_;     // (batch, q_dim | kv_dim)
-  AlignedBuffer att_, tmp_;     // (batch, q_dim), (batch, dim)
-  AlignedBuffer gate_, up_;     // (batch, ffn_dim)
-  AlignedBuffer scores_;        // (threads, ctx)
+  AlignedBuffer x_, h_, tmp_;  // (batch, dim): residual stream, normed input, block output
+  AlignedBuffer gate_, up_;    // (batch, ffn_dim)
 };
 
 }  // namespace krafla

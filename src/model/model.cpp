@@ -155,19 +155,19 @@ void load_layer(TensorTaker& take, const ModelConfig& c, int i, LayerWeights& L)
     load_delta_layer(take, c, p, L);
     return;
   }
-  take.matrix(L.wq, p + "attn_q", q_rows, c.dim);
-  take.matrix(L.wk, p + "attn_k", kv_rows, c.dim);
-  take.matrix(L.wv, p + "attn_v", kv_rows, c.dim);
-  take.matrix(L.wo, p + "attn_output", c.dim, q_rows);
-  if (c.attn_gate) take.matrix(L.wgate, p + "attn_gate", q_rows, c.dim);
+  take.matrix(L.attn.wq, p + "attn_q", q_rows, c.dim);
+  take.matrix(L.attn.wk, p + "attn_k", kv_rows, c.dim);
+  take.matrix(L.attn.wv, p + "attn_v", kv_rows, c.dim);
+  take.matrix(L.attn.wo, p + "attn_output", c.dim, q_rows);
+  if (c.attn_gate) take.matrix(L.attn.wgate, p + "attn_gate", q_rows, c.dim);
   if (c.qkv_bias) {
-    L.bq = take.vec_f32(p + "attn_q_bias", q_rows);
-    L.bk = take.vec_f32(p + "attn_k_bias", kv_rows);
-    L.bv = take.vec_f32(p + "attn_v_bias", kv_rows);
+    L.attn.bq = take.vec_f32(p + "attn_q_bias", q_rows);
+    L.attn.bk = take.vec_f32(p + "attn_k_bias", kv_rows);
+    L.attn.bv = take.vec_f32(p + "attn_v_bias", kv_rows);
   }
   if (c.qk_norm) {
-    L.q_norm = take.vec_f32(p + "attn_q_norm", c.head_dim);
-    L.k_norm = take.vec_f32(p + "attn_k_norm", c.head_dim);
+    L.attn.q_norm = take.vec_f32(p + "attn_q_norm", c.head_dim);
+    L.attn.k_norm = take.vec_f32(p + "attn_k_norm", c.head_dim);
   }
   if (c.post_norms) {
     L.attn_post_norm = take.vec_f32(p + "attn_post_norm", c.dim);
@@ -189,7 +189,7 @@ std::string Model::describe() const {
   const auto& c = impl_->cfg;
   const auto& l0 = impl_->layers.at(0);
   const char* names[] = {"f32", "f16", "q8_0", "q4_0"};
-  const Matrix& attn = c.layers[0].kind == LayerConfig::Kind::Linear ? l0.ssm.qkv : l0.wq;
+  const Matrix& attn = c.layers[0].kind == LayerConfig::Kind::Linear ? l0.ssm.qkv : l0.attn.wq;
   return fmt::format("{}: {} layers{}, dim {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, "
                      "weights {} (ffn) / {} (attn), {:.1f} MiB packed",
                      c.arch, c.n_layers,

@@ -8,30 +8,24 @@
 #include "io/pack_cache.h"
 #include "krafla/model.h"
 #include "model/config.h"
+#include "ops/attention.h"
 #include "ops/delta.h"
 #include "ops/matmul.h"
 #include "runtime/aligned.h"
 
 namespace krafla {
 
+// One block's weights: the token mixer (attention or DeltaNet, by LayerConfig::kind), the MLP,
+// and the norms around them.
 struct LayerWeights {
   const float* attn_norm;  // (dim)
-  Matrix wq;               // (n_heads*head_dim, dim)
-  Matrix wk, wv;           // (n_kv_heads*head_dim, dim)
-  Matrix wo;               // (dim, n_heads*head_dim)
+  AttentionWeights attn;   // attention layers
+  delta::Weights ssm;      // Qwen3.5 Gated DeltaNet layers
+  const float* attn_post_norm = nullptr;  // (dim) with post_norms
   const float* ffn_norm;   // (dim)
   Matrix gate, up;         // (ffn_dim, dim)
   Matrix down;             // (dim, ffn_dim)
-  const float* bq = nullptr;  // (n_heads*head_dim) with qkv_bias
-  const float* bk = nullptr;  // (n_kv_heads*head_dim)
-  const float* bv = nullptr;
-  const float* q_norm = nullptr;  // (head_dim) with qk_norm
-  const float* k_norm = nullptr;
-  const float* attn_post_norm = nullptr;  // (dim) with post_norms
-  const float* ffn_post_norm = nullptr;
-  Matrix wgate;            // (n_heads*head_dim, dim) with attn_gate (Qwen3.5)
-
-  delta::Weights ssm;      // Qwen3.5 Gated DeltaNet layers instead of wq/wk/wv/wo
+  const float* ffn_post_norm = nullptr;   // (dim) with post_norms
 };
 
 struct Model::Impl {
