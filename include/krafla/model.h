@@ -94,10 +94,12 @@ class Model {
   uint64_t packed_bytes() const;
   const std::string& load_note() const;  // what the pack cache did ("" without one)
 
-  struct Impl;
-  const Impl& impl() const { return *impl_; }
+  struct Impl;  // the weights as the forward pass sees them (src/model/model_impl.h)
 
  private:
+  // The library's own code (Session, Forward) reaches the weights through this; executables
+  // see only the accessors above.
+  friend const Impl& model_impl(const Model& m);
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -179,6 +179,7 @@ void load_layer(TensorTaker& take, const ModelConfig& c, int i, LayerWeights& L)
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
+const Model::Impl& model_impl(const Model& m) { return *m.impl_; }
 const std::string& Model::path() const { return impl_->file->path(); }
 const ModelConfig& Model::config() const { return impl_->cfg; }
 const Tokenizer& Model::tokenizer() const { return *impl_->tok; }

@@ -43,4 +43,6 @@ struct Model::Impl {
   const Matrix& logits_matrix() const { return cfg.tie_embeddings ? tok_embd : output; }
 };
 
+const Model::Impl& model_impl(const Model& m);
+
 }  // namespace krafla

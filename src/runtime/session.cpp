@@ -22,7 +22,7 @@ struct Session::Impl {
   std::vector<float> batch_logits;
 
   Impl(const Model& m, int threads, int ctx, int batch)
-      : model(m), pool(threads), fwd(m.impl(), pool, ctx, batch), seq(m.config(), ctx) {}
+      : model(m), pool(threads), fwd(model_impl(m), pool, ctx, batch), seq(m.config(), ctx) {}
 };
 
 namespace {

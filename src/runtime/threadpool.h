@@ -1,8 +1,8 @@
 // A fixed pool of worker threads. run(fn) calls fn(i) once for every thread index i in
 // [0, size()) — the calling thread is index 0 — and returns when all are done. Work is split
-// by the callers with split_range(), a function of the shape and the thread count only, so
-// every output element is always computed by the same code path: results are bit-identical
-// for any thread count (the kernels' own contract does the rest).
+// with split_range() (usually through split() / for_each()), a function of the shape and the
+// thread count only, so every output element is always computed by the same code path:
+// results are bit-identical for any thread count (the kernels' own contract does the rest).
 #pragma once
 #include <atomic>
 #include <cstdint>
