@@ -62,8 +62,8 @@ void into(const json& v, const char* key, const std::string& path, RawConfig& r)
 void read_arch(const json& v, const char* key, const std::string& path, RawConfig& r) {
   r.cfg.arch = as<std::string>(v, key, path);
   if (std::find(kKnownArchs.begin(), kKnownArchs.end(), r.cfg.arch) == kKnownArchs.end())
-    throw Error(fmt::format("{}: unknown architecture '{}' (this build runs: {})", path,
-                            r.cfg.arch, fmt::join(kKnownArchs, ", ")));
+    throw Error(fmt::format("{}: unknown architecture '{}' (this build runs: {})", path, r.cfg.arch,
+                            fmt::join(kKnownArchs, ", ")));
 }
 
 void read_activation(const json& v, const char* key, const std::string& path, RawConfig& r) {
@@ -138,10 +138,12 @@ RawConfig read_config(const json& c, const std::string& path) {
     }
   }
   for (const auto& [key, value] : c.items())
-    if (std::none_of(std::begin(kKeys), std::end(kKeys), [&](const Key& k) { return key == k.name; }))
-      throw Error(fmt::format("{}: config field '{}' is not known to this build (a newer "
-                              "converter wrote it); update Krafla",
-                              path, key));
+    if (std::none_of(std::begin(kKeys), std::end(kKeys),
+                     [&](const Key& k) { return key == k.name; }))
+      throw Error(
+          fmt::format("{}: config field '{}' is not known to this build (a newer "
+                      "converter wrote it); update Krafla",
+                      path, key));
   return r;
 }
 
@@ -151,9 +153,14 @@ RawConfig read_config(const json& c, const std::string& path) {
 
 // Sizes and heads: the shape every family shares.
 void validate_shape(ModelConfig& m, const std::string& path) {
-  for (auto [name, v] : {std::pair{"n_vocab", m.n_vocab}, {"dim", m.dim}, {"n_layers", m.n_layers},
-                         {"n_heads", m.n_heads}, {"n_kv_heads", m.n_kv_heads},
-                         {"head_dim", m.head_dim}, {"ffn_dim", m.ffn_dim}, {"max_ctx", m.max_ctx}})
+  for (auto [name, v] : {std::pair{"n_vocab", m.n_vocab},
+                         {"dim", m.dim},
+                         {"n_layers", m.n_layers},
+                         {"n_heads", m.n_heads},
+                         {"n_kv_heads", m.n_kv_heads},
+                         {"head_dim", m.head_dim},
+                         {"ffn_dim", m.ffn_dim},
+                         {"max_ctx", m.max_ctx}})
     if (v <= 0 || v > (1 << 24)) bad(path, name, fmt::format("= {} is out of range", v));
   if (m.n_heads % m.n_kv_heads != 0)
     bad(path, "n_kv_heads",
@@ -164,8 +171,9 @@ void validate_shape(ModelConfig& m, const std::string& path) {
     bad(path, "rope_dim",
         fmt::format("= {} must be even and in 2..head_dim ({})", m.rope_dim, m.head_dim));
   if (m.rope_freqs.size() != static_cast<size_t>(m.rope_dim / 2))
-    bad(path, "rope_freqs", fmt::format("has {} entries, expected rope_dim/2 = {}",
-                                        m.rope_freqs.size(), m.rope_dim / 2));
+    bad(path, "rope_freqs",
+        fmt::format("has {} entries, expected rope_dim/2 = {}", m.rope_freqs.size(),
+                    m.rope_dim / 2));
   if (m.sliding_window < 0) bad(path, "sliding_window", "is negative");
 }
 
@@ -196,7 +204,7 @@ void validate_layers(RawConfig& r, const std::string& path) {
     LayerConfig& L = m.layers[l];
     L.kind = r.layer_linear[l] ? LayerConfig::Kind::Linear : LayerConfig::Kind::Attention;
     L.window = r.layer_window[l];
-    L.rope = !r.layer_rope[l]         ? LayerConfig::Rope::None
+    L.rope = !r.layer_rope[l]        ? LayerConfig::Rope::None
              : r.layer_rope_local[l] ? LayerConfig::Rope::Local
                                      : LayerConfig::Rope::Global;
   }
@@ -211,13 +219,15 @@ void validate_linear(const ModelConfig& m, const std::string& path) {
   if (!m.has_linear()) return;
   if (m.arch != "qwen3_5")
     bad(path, "layer_linear", fmt::format("marks DeltaNet layers in a {} model", m.arch));
-  for (auto [name, v] :
-       {std::pair{"lin_k_heads", m.lin_k_heads}, {"lin_v_heads", m.lin_v_heads},
-        {"lin_k_dim", m.lin_k_dim}, {"lin_v_dim", m.lin_v_dim}, {"lin_conv", m.lin_conv}})
+  for (auto [name, v] : {std::pair{"lin_k_heads", m.lin_k_heads},
+                         {"lin_v_heads", m.lin_v_heads},
+                         {"lin_k_dim", m.lin_k_dim},
+                         {"lin_v_dim", m.lin_v_dim},
+                         {"lin_conv", m.lin_conv}})
     if (v <= 0 || v > (1 << 16)) bad(path, name, fmt::format("= {} is out of range", v));
   if (m.lin_v_heads % m.lin_k_heads != 0)
-    bad(path, "lin_v_heads", fmt::format("= {} is not a multiple of lin_k_heads = {}",
-                                         m.lin_v_heads, m.lin_k_heads));
+    bad(path, "lin_v_heads",
+        fmt::format("= {} is not a multiple of lin_k_heads = {}", m.lin_v_heads, m.lin_k_heads));
 }
 
 // Scales, caps and token ids.

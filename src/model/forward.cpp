@@ -14,8 +14,8 @@ namespace K = kernels;
 
 namespace {
 int64_t max_matmul_cols(const ModelConfig& c) {
-  return std::max<int64_t>({c.dim, int64_t{c.n_heads} * c.head_dim, c.ffn_dim,
-                            int64_t{c.lin_v_heads} * c.lin_v_dim});
+  return std::max<int64_t>(
+      {c.dim, int64_t{c.n_heads} * c.head_dim, c.ffn_dim, int64_t{c.lin_v_heads} * c.lin_v_dim});
 }
 }  // namespace
 
@@ -69,7 +69,8 @@ void Forward::norm(const float* w, int n) {
   const int64_t dim = c_.dim;
   const float* x = x_.data<float>();
   float* h = h_.data<float>();
-  pool_.for_each(n, [&](int64_t t) { K::rmsnorm(x + t * dim, w, 0.0f, c_.norm_eps, h + t * dim, dim); });
+  pool_.for_each(
+      n, [&](int64_t t) { K::rmsnorm(x + t * dim, w, 0.0f, c_.norm_eps, h + t * dim, dim); });
 }
 
 void Forward::mix(SequenceState& seq, int layer, int n, int pos0) {

@@ -35,11 +35,11 @@ class Forward {
 
  private:
   // The steps of run(), in the order of the model card. Rows are tokens of the batch.
-  void embed(const int32_t* tokens, int n);       // x_ = embedding rows (× embd_scale)
-  void norm(const float* w, int n);                // h_ = rmsnorm(x_) · w
+  void embed(const int32_t* tokens, int n);                  // x_ = embedding rows (× embd_scale)
+  void norm(const float* w, int n);                          // h_ = rmsnorm(x_) · w
   void mix(SequenceState& seq, int layer, int n, int pos0);  // tmp_ = attention or DeltaNet (h_)
-  void mlp(const LayerWeights& L, int n);          // tmp_ = down(act(gate(h_)) · up(h_))
-  void residual(const float* post_norm, int n);    // x_ += rmsnorm(tmp_) · post_norm, or tmp_
+  void mlp(const LayerWeights& L, int n);                    // tmp_ = down(act(gate(h_)) · up(h_))
+  void residual(const float* post_norm, int n);        // x_ += rmsnorm(tmp_) · post_norm, or tmp_
   void output(int n, bool all_logits, float* logits);  // logits of the final norm of x_
 
   const Model::Impl& m_;

@@ -16,10 +16,14 @@ using kernels::WType;
 
 WType matrix_type(const TensorView& t, const std::string& path) {
   switch (t.dtype) {
-    case DType::F32: return WType::F32;
-    case DType::F16: return WType::F16;
-    case DType::Q8_0: return WType::Q8_0;
-    case DType::Q4_0: return WType::Q4_0;
+    case DType::F32:
+      return WType::F32;
+    case DType::F16:
+      return WType::F16;
+    case DType::Q8_0:
+      return WType::Q8_0;
+    case DType::Q4_0:
+      return WType::Q4_0;
     default:
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, which a weight matrix cannot have",
                               path, t.name, dtype_name(t.dtype)));
@@ -57,9 +61,10 @@ class TensorTaker {
   void check_all_taken(const std::string& arch) const {
     for (const auto& t : f_.tensors())
       if (t.dtype != DType::Bytes && !used_.count(t.name))
-        throw Error(fmt::format("{}: tensor '{}' is not part of a {} model as this build runs it "
-                                "(written by a newer converter?)",
-                                f_.path(), t.name, arch));
+        throw Error(
+            fmt::format("{}: tensor '{}' is not part of a {} model as this build runs it "
+                        "(written by a newer converter?)",
+                        f_.path(), t.name, arch));
   }
   const std::vector<ToPack>& to_pack() const { return to_pack_; }
 
@@ -67,8 +72,8 @@ class TensorTaker {
   const float* f32(const std::string& name, std::vector<int64_t> shape) {
     const TensorView& t = take(name, std::move(shape));
     if (t.dtype != DType::F32)
-      throw Error(fmt::format("{}: tensor '{}' must be f32, is {}", f_.path(), name,
-                              dtype_name(t.dtype)));
+      throw Error(
+          fmt::format("{}: tensor '{}' must be f32, is {}", f_.path(), name, dtype_name(t.dtype)));
     return reinterpret_cast<const float*>(t.data);
   }
   const TensorView& take(const std::string& name, std::vector<int64_t> shape) {
@@ -138,7 +143,8 @@ void load_delta_layer(TensorTaker& take, const ModelConfig& c, const std::string
   const float* w = take.mat_f32(p + "ssm_conv", conv_dim, c.lin_conv);
   L.ssm.conv_t.resize(size_t(conv_dim) * c.lin_conv);
   for (int64_t ch = 0; ch < conv_dim; ++ch)
-    for (int j = 0; j < c.lin_conv; ++j) L.ssm.conv_t[size_t(j) * conv_dim + ch] = w[ch * c.lin_conv + j];
+    for (int j = 0; j < c.lin_conv; ++j)
+      L.ssm.conv_t[size_t(j) * conv_dim + ch] = w[ch * c.lin_conv + j];
 }
 
 // One block's tensors (docs/format.md), in the order the pack cache lists them.
@@ -191,13 +197,13 @@ std::string Model::describe() const {
   const auto& l0 = impl_->layers.at(0);
   const char* names[] = {"f32", "f16", "q8_0", "q4_0"};
   const Matrix& attn = c.layers[0].kind == LayerConfig::Kind::Linear ? l0.ssm.qkv : l0.attn.wq;
-  return fmt::format("{}: {} layers{}, dim {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, "
-                     "weights {} (ffn) / {} (attn), {:.1f} MiB packed",
-                     c.arch, c.n_layers,
-                     c.has_linear() ? fmt::format(" ({} DeltaNet)", c.n_layers - c.n_attn_layers()) : "",
-                     c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim,
-                     c.n_vocab, names[int(l0.gate.type)], names[int(attn.type)],
-                     impl_->packed_bytes / 1048576.0);
+  return fmt::format(
+      "{}: {} layers{}, dim {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, "
+      "weights {} (ffn) / {} (attn), {:.1f} MiB packed",
+      c.arch, c.n_layers,
+      c.has_linear() ? fmt::format(" ({} DeltaNet)", c.n_layers - c.n_attn_layers()) : "", c.dim,
+      c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.n_vocab, names[int(l0.gate.type)],
+      names[int(attn.type)], impl_->packed_bytes / 1048576.0);
 }
 
 static Tokenizer tokenizer_from(const MlbFile& f) {

@@ -18,13 +18,13 @@ namespace krafla {
 // One block's weights: the token mixer (attention or DeltaNet, by LayerConfig::kind), the MLP,
 // and the norms around them.
 struct LayerWeights {
-  const float* attn_norm;  // (dim)
-  AttentionWeights attn;   // attention layers
-  delta::Weights ssm;      // Qwen3.5 Gated DeltaNet layers
+  const float* attn_norm;                 // (dim)
+  AttentionWeights attn;                  // attention layers
+  delta::Weights ssm;                     // Qwen3.5 Gated DeltaNet layers
   const float* attn_post_norm = nullptr;  // (dim) with post_norms
-  const float* ffn_norm;   // (dim)
-  Matrix gate, up;         // (ffn_dim, dim)
-  Matrix down;             // (dim, ffn_dim)
+  const float* ffn_norm;                  // (dim)
+  Matrix gate, up;                        // (ffn_dim, dim)
+  Matrix down;                            // (dim, ffn_dim)
   const float* ffn_post_norm = nullptr;   // (dim) with post_norms
 };
 
@@ -32,9 +32,9 @@ struct Model::Impl {
   std::unique_ptr<MlbFile> file;
   ModelConfig cfg;
   std::unique_ptr<Tokenizer> tok;
-  Matrix tok_embd;          // (n_vocab, dim); packed only when it is also the output
+  Matrix tok_embd;           // (n_vocab, dim); packed only when it is also the output
   const float* output_norm;  // (dim)
-  Matrix output;            // (n_vocab, dim), or empty when tied (then tok_embd is used)
+  Matrix output;             // (n_vocab, dim), or empty when tied (then tok_embd is used)
   std::vector<LayerWeights> layers;
   uint64_t packed_bytes = 0;
   std::unique_ptr<PackCache> pack_cache;  // mapped when --pack-cache found a valid file

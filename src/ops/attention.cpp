@@ -60,8 +60,8 @@ AttentionBlock::RopeTable AttentionBlock::rope_table(const std::vector<float>& f
   return t;
 }
 
-void AttentionBlock::run(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv,
-                         int layer, const float* h, int n, int pos0, float* out) {
+void AttentionBlock::run(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv, int layer,
+                         const float* h, int n, int pos0, float* out) {
   project(w, h, n);
   prepare(w, lc, kv, layer, n, pos0);
   attend(lc, kv, layer, n, pos0);
@@ -108,8 +108,7 @@ void AttentionBlock::prepare(const AttentionWeights& w, const LayerConfig& lc, K
   });
 }
 
-void AttentionBlock::attend(const LayerConfig& lc, const KvCache& kv, int layer, int n,
-                            int pos0) {
+void AttentionBlock::attend(const LayerConfig& lc, const KvCache& kv, int layer, int n, int pos0) {
   const int64_t hd = c_.head_dim, q_dim = int64_t{c_.n_heads} * hd;
   const int group = c_.n_heads / c_.n_kv_heads;
   // Units of work: (token, KV head) with the whole query group, so each cached K/V row is read

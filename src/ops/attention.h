@@ -23,10 +23,10 @@ void attend_group(const float* q, int group, const float* k, const float* v, int
 
 // An attention layer's weights (docs/format.md, blk.N.attn_*).
 struct AttentionWeights {
-  Matrix wq;      // (n_heads*head_dim, dim)
-  Matrix wk, wv;  // (n_kv_heads*head_dim, dim)
-  Matrix wo;      // (dim, n_heads*head_dim)
-  Matrix wgate;   // (n_heads*head_dim, dim) with attn_gate (Qwen3.5)
+  Matrix wq;                  // (n_heads*head_dim, dim)
+  Matrix wk, wv;              // (n_kv_heads*head_dim, dim)
+  Matrix wo;                  // (dim, n_heads*head_dim)
+  Matrix wgate;               // (n_heads*head_dim, dim) with attn_gate (Qwen3.5)
   const float* bq = nullptr;  // (n_heads*head_dim) with qkv_bias
   const float* bk = nullptr;  // (n_kv_heads*head_dim)
   const float* bv = nullptr;
@@ -42,8 +42,8 @@ class AttentionBlock {
   // out (n, dim) = the layer on h (n, dim) at positions pos0..pos0+n-1: the batch's keys and
   // values are stored in `kv` first, then every query attends to the cached positions up to
   // its own.
-  void run(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv, int layer,
-           const float* h, int n, int pos0, float* out);
+  void run(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv, int layer, const float* h,
+           int n, int pos0, float* out);
 
  private:
   // cos/sin per position (ctx, rope_dim/2), rope_attn_factor applied.

@@ -45,7 +45,8 @@ namespace krafla::delta {
 
 State::State(const ModelConfig& c) {
   int n_lin = 0;
-  for (const LayerConfig& l : c.layers) slot_.push_back(l.kind == LayerConfig::Kind::Linear ? n_lin++ : -1);
+  for (const LayerConfig& l : c.layers)
+    slot_.push_back(l.kind == LayerConfig::Kind::Linear ? n_lin++ : -1);
   if (n_lin == 0) return;
   conv_elems_ = size_t(c.lin_conv - 1) * c.lin_conv_dim();
   ssm_elems_ = size_t(c.lin_v_heads) * c.lin_k_dim * c.lin_v_dim;
@@ -73,8 +74,11 @@ Block::Block(const ModelConfig& c, int n_batch, Matmuls& mm) : c_(c), mm_(mm) {
 }
 
 void Block::run(const Weights& w, State& state, int layer, const float* h, int n, float* out) {
-  mm_.run(h, c_.dim, n, {{&w.qkv, qkv_.data<float>()}, {&w.z, z_.data<float>()},
-                         {&w.beta, beta_.data<float>()}, {&w.alpha, decay_.data<float>()}});
+  mm_.run(h, c_.dim, n,
+          {{&w.qkv, qkv_.data<float>()},
+           {&w.z, z_.data<float>()},
+           {&w.beta, beta_.data<float>()},
+           {&w.alpha, decay_.data<float>()}});
   conv(w, state.conv(layer), n);
   gates(w, n);
   recur(state.ssm(layer), n);

@@ -22,22 +22,22 @@ struct Weights {
   const float* dt_bias = nullptr;  // (v_heads)
   const float* a = nullptr;        // (v_heads): -exp(A_log)
   const float* norm = nullptr;     // (v_dim): gated RMSNorm weight
-  Matrix out;                 // (dim, v_heads*v_dim)
+  Matrix out;                      // (dim, v_heads*v_dim)
 };
 
 // One sequence's state of every DeltaNet layer: the conv history and the recurrent state.
 class State {
  public:
   explicit State(const ModelConfig& c);
-  void reset();  // zeroes it all: a new sequence from position 0
+  void reset();                  // zeroes it all: a new sequence from position 0
   float* conv(int layer) const;  // (conv_k - 1, conv_dim), the oldest input row first
   float* ssm(int layer) const;   // (v_heads, k_dim, v_dim)
 
  private:
   std::vector<int> slot_;  // [n_layers] the layer's index below, -1 for attention layers
   size_t conv_elems_ = 0, ssm_elems_ = 0;  // per layer
-  AlignedBuffer conv_;     // (DeltaNet layer, conv_k - 1, conv_dim)
-  AlignedBuffer ssm_;      // (DeltaNet layer, v_heads, k_dim, v_dim)
+  AlignedBuffer conv_;                     // (DeltaNet layer, conv_k - 1, conv_dim)
+  AlignedBuffer ssm_;                      // (DeltaNet layer, v_heads, k_dim, v_dim)
 };
 
 // The layer as a whole, with its scratch buffers for a batch of up to n_batch tokens.
@@ -55,8 +55,8 @@ class Block {
 
   const ModelConfig& c_;
   Matmuls& mm_;
-  AlignedBuffer qkv_, conv_;  // (batch, conv_dim)
-  AlignedBuffer z_, o_;       // (batch, v_heads*v_dim)
+  AlignedBuffer qkv_, conv_;    // (batch, conv_dim)
+  AlignedBuffer z_, o_;         // (batch, v_heads*v_dim)
   AlignedBuffer beta_, decay_;  // (batch, v_heads)
 };
 

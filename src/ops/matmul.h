@@ -16,8 +16,8 @@ namespace krafla {
 struct Matrix {
   kernels::WType type = kernels::WType::F32;
   int64_t rows = 0, cols = 0;
-  AlignedBuffer packed;                   // packed at load, or empty when cached:
-  const uint8_t* cached = nullptr;        // the same bytes in the mapped pack cache
+  AlignedBuffer packed;             // packed at load, or empty when cached:
+  const uint8_t* cached = nullptr;  // the same bytes in the mapped pack cache
   const uint8_t* stored = nullptr;
   const void* packed_data() const { return cached ? cached : packed.data(); }
 };

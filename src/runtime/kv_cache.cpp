@@ -11,9 +11,12 @@ namespace krafla {
 
 const char* kv_type_name(KvType t) {
   switch (t) {
-    case KvType::F32: return "f32";
-    case KvType::F16: return "f16";
-    case KvType::Q8_0: return "q8_0";
+    case KvType::F32:
+      return "f32";
+    case KvType::F16:
+      return "f16";
+    case KvType::Q8_0:
+      return "q8_0";
   }
   return "?";
 }
@@ -21,16 +24,22 @@ const char* kv_type_name(KvType t) {
 namespace {
 size_t kv_row_bytes(KvType t, int64_t head_dim) {
   switch (t) {
-    case KvType::F32: return size_t(head_dim) * sizeof(float);
-    case KvType::F16: return size_t(head_dim) * sizeof(uint16_t);
-    case KvType::Q8_0: return size_t(head_dim / kernels::kQBlock) * sizeof(kernels::BlockQ8_0);
+    case KvType::F32:
+      return size_t(head_dim) * sizeof(float);
+    case KvType::F16:
+      return size_t(head_dim) * sizeof(uint16_t);
+    case KvType::Q8_0:
+      return size_t(head_dim / kernels::kQBlock) * sizeof(kernels::BlockQ8_0);
   }
   return 0;
 }
 }  // namespace
 
 KvCache::KvCache(const ModelConfig& c, int n_ctx, KvType type)
-    : type_(type), n_ctx_(n_ctx), n_kv_heads_(c.n_kv_heads), row_bytes_(kv_row_bytes(type, c.head_dim)) {
+    : type_(type),
+      n_ctx_(n_ctx),
+      n_kv_heads_(c.n_kv_heads),
+      row_bytes_(kv_row_bytes(type, c.head_dim)) {
   if (type != KvType::F32)
     throw Error(fmt::format("KV cache type {} is not supported yet (this build caches f32)",
                             kv_type_name(type)));

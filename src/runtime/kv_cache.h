@@ -33,8 +33,12 @@ class KvCache {
     uint8_t* v;
     size_t row_bytes;
     // Position pos onward as floats: an F32 cache only.
-    const float* k_f32(int64_t pos) const { return reinterpret_cast<const float*>(k + pos * row_bytes); }
-    const float* v_f32(int64_t pos) const { return reinterpret_cast<const float*>(v + pos * row_bytes); }
+    const float* k_f32(int64_t pos) const {
+      return reinterpret_cast<const float*>(k + pos * row_bytes);
+    }
+    const float* v_f32(int64_t pos) const {
+      return reinterpret_cast<const float*>(v + pos * row_bytes);
+    }
   };
   // `layer` must be an attention layer.
   HeadView head(int layer, int kv_head) const;

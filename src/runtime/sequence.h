@@ -16,8 +16,8 @@ struct SequenceState {
   // read); the DeltaNet state has folded in every token and must start from zero.
   void reset() { linear.reset(); }
 
-  KvCache kv;            // attention layers
-  delta::State linear;   // DeltaNet layers
+  KvCache kv;           // attention layers
+  delta::State linear;  // DeltaNet layers
 };
 
 }  // namespace krafla

@@ -19,11 +19,18 @@ using Rope = LayerConfig::Rope;
 
 // The smallest valid config: a 2-layer llama.
 json minimal() {
-  return {{"arch", "llama"},       {"n_vocab", 100},     {"dim", 64},
-          {"n_layers", 2},         {"n_heads", 4},       {"n_kv_heads", 2},
-          {"head_dim", 16},        {"ffn_dim", 128},     {"norm_eps", 1e-5},
+  return {{"arch", "llama"},
+          {"n_vocab", 100},
+          {"dim", 64},
+          {"n_layers", 2},
+          {"n_heads", 4},
+          {"n_kv_heads", 2},
+          {"head_dim", 16},
+          {"ffn_dim", 128},
+          {"norm_eps", 1e-5},
           {"rope_freqs", json::array({1.0, 0.5, 0.25, 0.125, 0.1, 0.05, 0.01, 0.001})},
-          {"max_ctx", 256},        {"tie_embeddings", true}};
+          {"max_ctx", 256},
+          {"tie_embeddings", true}};
 }
 
 ModelConfig parse(const json& config) { return parse_config({{"config", config}}, "m.mlb"); }
@@ -42,7 +49,7 @@ TEST(Config, MinimalGetsTheDefaults) {
   const ModelConfig c = parse(minimal());
   EXPECT_EQ(c.arch, "llama");
   EXPECT_EQ(c.n_layers, 2);
-  EXPECT_EQ(c.rope_dim, 16);  // head_dim
+  EXPECT_EQ(c.rope_dim, 16);             // head_dim
   EXPECT_FLOAT_EQ(c.attn_scale, 0.25f);  // 1/sqrt(head_dim)
   EXPECT_EQ(c.bos_id, -1);
   EXPECT_TRUE(c.eos_ids.empty());
@@ -123,8 +130,7 @@ TEST(Config, UnknownArchAndActivationAreRefused) {
   EXPECT_NE(error_of(j).find("unknown architecture 'gpt2'"), std::string::npos);
   j = minimal();
   j["activation"] = "relu";
-  EXPECT_EQ(error_of(j),
-            "m.mlb: config field 'activation' = 'relu' is not one of silu, gelu_tanh");
+  EXPECT_EQ(error_of(j), "m.mlb: config field 'activation' = 'relu' is not one of silu, gelu_tanh");
   j["activation"] = "gelu_tanh";
   EXPECT_EQ(parse(j).activation, ModelConfig::Activation::GeluTanh);
 }
@@ -141,20 +147,28 @@ TEST(Config, ValidationNamesTheField) {
     return error_of(j);
   };
   EXPECT_EQ(with("dim", 0), "m.mlb: config field 'dim' = 0 is out of range");
-  EXPECT_EQ(with("n_kv_heads", 3), "m.mlb: config field 'n_kv_heads' = 3 does not divide n_heads = 4");
+  EXPECT_EQ(with("n_kv_heads", 3),
+            "m.mlb: config field 'n_kv_heads' = 3 does not divide n_heads = 4");
   EXPECT_EQ(with("head_dim", 15), "m.mlb: config field 'head_dim' must be even for RoPE");
-  EXPECT_EQ(with("rope_dim", 6), "m.mlb: config field 'rope_freqs' has 8 entries, expected rope_dim/2 = 3");
-  EXPECT_EQ(with("rope_dim", 18), "m.mlb: config field 'rope_dim' = 18 must be even and in 2..head_dim (16)");
-  EXPECT_EQ(with("layer_window", {0}), "m.mlb: config field 'layer_window' has 1 entries for 2 layers");
-  EXPECT_EQ(with("layer_window", {0, -1}), "m.mlb: config field 'layer_window' holds a negative window");
-  EXPECT_EQ(with("layer_rope", {true}), "m.mlb: config field 'layer_rope' has 1 entries for 2 layers");
+  EXPECT_EQ(with("rope_dim", 6),
+            "m.mlb: config field 'rope_freqs' has 8 entries, expected rope_dim/2 = 3");
+  EXPECT_EQ(with("rope_dim", 18),
+            "m.mlb: config field 'rope_dim' = 18 must be even and in 2..head_dim (16)");
+  EXPECT_EQ(with("layer_window", {0}),
+            "m.mlb: config field 'layer_window' has 1 entries for 2 layers");
+  EXPECT_EQ(with("layer_window", {0, -1}),
+            "m.mlb: config field 'layer_window' holds a negative window");
+  EXPECT_EQ(with("layer_rope", {true}),
+            "m.mlb: config field 'layer_rope' has 1 entries for 2 layers");
   EXPECT_EQ(with("layer_rope_local", {true, false}),
-            "m.mlb: config field 'rope_freqs_local' must have rope_dim/2 = 8 entries when a layer uses it");
+            "m.mlb: config field 'rope_freqs_local' must have rope_dim/2 = 8 entries when a layer "
+            "uses it");
   EXPECT_EQ(with("layer_linear", {true, false}),
             "m.mlb: config field 'layer_linear' marks DeltaNet layers in a llama model");
   EXPECT_EQ(with("attn_softcap", -1), "m.mlb: config field 'attn_softcap' is negative");
   EXPECT_EQ(with("norm_eps", 0), "m.mlb: config field 'norm_eps' is out of range");
-  EXPECT_EQ(with("eos_ids", {100}), "m.mlb: config field 'eos_ids' holds 100 outside the vocabulary");
+  EXPECT_EQ(with("eos_ids", {100}),
+            "m.mlb: config field 'eos_ids' holds 100 outside the vocabulary");
   EXPECT_EQ(with("bos_id", 100), "m.mlb: config field 'bos_id' is outside the vocabulary");
 }
 
@@ -165,7 +179,8 @@ TEST(Config, DeltaNetShapeIsChecked) {
   EXPECT_EQ(error_of(j), "m.mlb: config field 'lin_k_heads' = 0 is out of range");
   for (const char* k : {"lin_k_heads", "lin_k_dim", "lin_v_dim", "lin_conv"}) j[k] = 2;
   j["lin_v_heads"] = 3;
-  EXPECT_EQ(error_of(j), "m.mlb: config field 'lin_v_heads' = 3 is not a multiple of lin_k_heads = 2");
+  EXPECT_EQ(error_of(j),
+            "m.mlb: config field 'lin_v_heads' = 3 is not a multiple of lin_k_heads = 2");
 }
 
 }  // namespace

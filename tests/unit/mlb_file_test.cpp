@@ -26,9 +26,9 @@ struct Parts {
   uint32_t version = kMlbVersion;
   uint32_t flags = 0;
   json meta = {{"format", "krafla-mlb"}, {"kind", "model"}, {"tensors", json::array()}};
-  std::string data;                 // written at data_offset
-  int64_t json_size_delta = 0;      // added to the JSON size field
-  std::string json_text_override;   // replaces meta.dump() when set
+  std::string data;                // written at data_offset
+  int64_t json_size_delta = 0;     // added to the JSON size field
+  std::string json_text_override;  // replaces meta.dump() when set
 };
 
 std::string bytes_of(const Parts& p) {
@@ -86,7 +86,8 @@ json tensor(const char* name, const char* dtype, json shape, uint64_t offset, ui
 
 TEST_F(MlbFileTest, ReadsTheTableAndMapsTheData) {
   Parts p;
-  p.meta["tensors"] = {tensor("w", "f32", {2, 3}, 0, 24), tensor("tokenizer.json", "bytes", {5}, 64, 5),
+  p.meta["tensors"] = {tensor("w", "f32", {2, 3}, 0, 24),
+                       tensor("tokenizer.json", "bytes", {5}, 64, 5),
                        tensor("q", "q8_0", {1, 32}, 128, 34)};
   std::string data(128 + 34, '\0');
   const float w[6] = {1, 2, 3, 4, 5, 6};
@@ -126,7 +127,10 @@ TEST_F(MlbFileTest, LookupsNameTheTensorAndShapes) {
     }
     return "";
   };
-  EXPECT_EQ(message([&] { f.get("w", {3, 2}); }), path_ + ": tensor 'w' has shape [2, 3], expected [3, 2]");
+  EXPECT_EQ(message([&] {
+              f.get("w", {3, 2});
+            }),
+            path_ + ": tensor 'w' has shape [2, 3], expected [3, 2]");
   EXPECT_EQ(message([&] { f.get("v", {3}); }), path_ + ": tensor 'v' is missing");
   EXPECT_EQ(message([&] { f.bytes("w"); }), path_ + ": entry 'w' is not of dtype bytes");
 }
@@ -175,14 +179,16 @@ TEST_F(MlbFileTest, MetadataChecks) {
 
 TEST_F(MlbFileTest, TensorEntryChecks) {
   EXPECT_EQ(error_for_tensor(tensor("w", "f64", {2}, 0, 16)), "tensor 'w': unknown dtype 'f64'");
-  EXPECT_EQ(error_for_tensor(tensor("w", "f32", {2}, 8, 8)), "tensor 'w': offset 8 is not 64-byte aligned");
+  EXPECT_EQ(error_for_tensor(tensor("w", "f32", {2}, 8, 8)),
+            "tensor 'w': offset 8 is not 64-byte aligned");
   EXPECT_EQ(error_for_tensor(tensor("w", "f32", {2}, 0, 12)),
             "tensor 'w': size 12 does not match dtype f32 and shape 2 (expected 8 bytes)");
   EXPECT_EQ(error_for_tensor(tensor("w", "q8_0", {2, 16}, 0, 34)),
             "tensor 'w': q8_0 needs the last dimension (16) to be a multiple of 32");
   EXPECT_EQ(error_for_tensor(tensor("w", "f32", {1, 2, 3}, 0, 24)),
             "tensor 'w': 'shape' must be an array of 1 or 2 dimensions");
-  EXPECT_EQ(error_for_tensor(tensor("w", "f32", {0}, 0, 0)), "tensor 'w': bad dimension 0 in shape");
+  EXPECT_EQ(error_for_tensor(tensor("w", "f32", {0}, 0, 0)),
+            "tensor 'w': bad dimension 0 in shape");
   json no_size = tensor("w", "f32", {2}, 0, 8);
   no_size.erase("size");
   EXPECT_EQ(error_for_tensor(no_size), "tensor 'w': missing field 'size'");

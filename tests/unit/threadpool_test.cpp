@@ -85,7 +85,8 @@ TEST(ThreadPoolSplit, AlignedPartsAndNoEmptyCalls) {
       16);
   EXPECT_EQ(calls.load(), 3);  // 3 tiles of 16 (the last partial) over 3 threads
   calls = 0;
-  pool.split(5, [&](int64_t, int64_t) { ++calls; }, 16);  // one tile: thread 0 only
+  pool.split(
+      5, [&](int64_t, int64_t) { ++calls; }, 16);  // one tile: thread 0 only
   EXPECT_EQ(calls.load(), 1);
 }
 
