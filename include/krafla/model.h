@@ -10,6 +10,22 @@
 
 namespace krafla {
 
+// One layer's kind of token mixing, from the per-layer lists of docs/format.md.
+struct LayerConfig {
+  enum class Kind {
+    Attention,  // GQA attention over the KV cache
+    Linear,     // Gated DeltaNet ("linear attention", Qwen3.5): a fixed-size state, no KV cache
+  };
+  enum class Rope {
+    None,    // no RoPE (SmolLM3's NoPE layers)
+    Global,  // rope_freqs
+    Local,   // rope_freqs_local (Gemma 3's sliding-window layers)
+  };
+  Kind kind = Kind::Attention;
+  int window = 0;  // sliding window: a query sees keys at distance < window; 0: full attention
+  Rope rope = Rope::Global;
+};
+
 // The normalized configuration of docs/format.md ("config" in the metadata).
 struct ModelConfig {
   std::string arch;  // llama, mistral, qwen2, qwen3, smollm3, gemma2, gemma3, qwen3_5
@@ -32,8 +48,6 @@ struct ModelConfig {
   std::string chat_template;  // suggested template name, "" if unknown
   bool qkv_bias = false;          // Qwen2: biases on the q/k/v projections
   bool qk_norm = false;           // Qwen3: per-head RMSNorm of q and k before RoPE
-  std::vector<int> layer_window;  // [n_layers] sliding window per layer, 0: full attention
-  std::vector<bool> layer_rope;   // [n_layers] false: the layer applies no RoPE (SmolLM3)
   enum class Activation { SiLU, GeluTanh } activation = Activation::SiLU;
   float embd_scale = 1.0f;        // Gemma: sqrt(dim)
   float attn_scale = 0.0f;        // q·k scale; 1/sqrt(head_dim) unless the file says otherwise
@@ -41,11 +55,16 @@ struct ModelConfig {
   float final_softcap = 0.0f;     // Gemma 2: cap*tanh(logit/cap); 0: off
   bool post_norms = false;        // Gemma 2/3: RMSNorm on the attention and MLP outputs
   std::vector<float> rope_freqs_local;  // Gemma 3 local layers' inverse frequencies
-  std::vector<bool> layer_rope_local;   // [n_layers] true: use rope_freqs_local
   bool attn_gate = false;         // Qwen3.5: attention output times sigmoid(gate projection)
-  // Qwen3.5 Gated DeltaNet ("linear attention") layers: per-layer flag and their shape.
-  std::vector<bool> layer_linear;  // [n_layers] true: a DeltaNet layer (no KV cache)
+  // The shape of Qwen3.5's Gated DeltaNet layers (LayerConfig::Kind::Linear).
   int lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, lin_conv = 0;
+  std::vector<LayerConfig> layers;  // [n_layers], from the per-layer lists and their defaults
+
+  // The per-layer lists as docs/format.md spells them (layer_window, layer_rope,
+  // layer_rope_local, layer_linear), defaults filled in: kept only for tools/model_info.cpp's
+  // dump until it reads `layers`. Nothing in the library reads them.
+  std::vector<int> layer_window;
+  std::vector<bool> layer_rope, layer_rope_local, layer_linear;
 
   bool has_linear() const;
   int n_attn_layers() const;       // layers with a KV cache
@@ -75,10 +94,12 @@ class Model {
   uint64_t packed_bytes() const;
   const std::string& load_note() const;  // what the pack cache did ("" without one)
 
-  struct Impl;
-  const Impl& impl() const { return *impl_; }
+  struct Impl;  // the weights as the forward pass sees them (src/model/model_impl.h)
 
  private:
+  // The library's own code (Session, Forward) reaches the weights through this; executables
+  // see only the accessors above.
+  friend const Impl& model_impl(const Model& m);
   explicit Model(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

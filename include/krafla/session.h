@@ -1,4 +1,4 @@
-// A session: one sequence's KV cache and the forward pass over it.
+// A session: one sequence (its KV cache and DeltaNet state) and the forward pass over it.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -41,7 +41,7 @@ class MlbFile {
   const std::vector<TensorView>& tensors() const { return tensors_; }
   // nullptr when absent.
   const TensorView* find(std::string_view name) const;
-  // Throws when absent; checks dtype is one of `allowed` and the shape.
+  // Throws when absent or when its shape is not `shape` (the caller checks the dtype).
   const TensorView& get(std::string_view name, std::vector<int64_t> shape) const;
   std::string_view bytes(std::string_view name) const;  // a `bytes` entry as text
   uint64_t file_size() const { return size_; }

@@ -16,18 +16,28 @@ using kernels::WType;
 
 WType matrix_type(const TensorView& t, const std::string& path) {
   switch (t.dtype) {
-    case DType::F32: return WType::F32;
-    case DType::F16: return WType::F16;
-    case DType::Q8_0: return WType::Q8_0;
-    case DType::Q4_0: return WType::Q4_0;
+    case DType::F32:
+      return WType::F32;
+    case DType::F16:
+      return WType::F16;
+    case DType::Q8_0:
+      return WType::Q8_0;
+    case DType::Q4_0:
+      return WType::Q4_0;
     default:
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, which a weight matrix cannot have",
                               path, t.name, dtype_name(t.dtype)));
   }
 }
 
+struct ToPack {
+  std::string name;
+  Matrix* m;
+};
+
 // Hands out the file's tensors by name and shape, remembering which were taken: a tensor
-// left over is refused, since it means a feature this build would silently leave out.
+// left over is refused, since it means a feature this build would silently leave out. The
+// matrices taken are listed for packing under the name they were taken by.
 class TensorTaker {
  public:
   explicit TensorTaker(const MlbFile& f) : f_(f) {}
@@ -37,30 +47,33 @@ class TensorTaker {
     return f32(name, {rows, cols});
   }
 
-  Matrix matrix(const std::string& name, int64_t rows, int64_t cols) {
+  // Takes matrix `name` into `m`, and lists it for packing unless `pack` is false (an
+  // embedding that is only looked up row by row).
+  void matrix(Matrix& m, const std::string& name, int64_t rows, int64_t cols, bool pack = true) {
     const TensorView& t = take(name, {rows, cols});
-    Matrix m;
     m.type = matrix_type(t, f_.path());
     m.rows = rows;
     m.cols = cols;
     m.stored = t.data;
-    return m;
+    if (pack) to_pack_.push_back({name, &m});
   }
 
   void check_all_taken(const std::string& arch) const {
     for (const auto& t : f_.tensors())
       if (t.dtype != DType::Bytes && !used_.count(t.name))
-        throw Error(fmt::format("{}: tensor '{}' is not part of a {} model as this build runs it "
-                                "(written by a newer converter?)",
-                                f_.path(), t.name, arch));
+        throw Error(
+            fmt::format("{}: tensor '{}' is not part of a {} model as this build runs it "
+                        "(written by a newer converter?)",
+                        f_.path(), t.name, arch));
   }
+  const std::vector<ToPack>& to_pack() const { return to_pack_; }
 
  private:
   const float* f32(const std::string& name, std::vector<int64_t> shape) {
     const TensorView& t = take(name, std::move(shape));
     if (t.dtype != DType::F32)
-      throw Error(fmt::format("{}: tensor '{}' must be f32, is {}", f_.path(), name,
-                              dtype_name(t.dtype)));
+      throw Error(
+          fmt::format("{}: tensor '{}' must be f32, is {}", f_.path(), name, dtype_name(t.dtype)));
     return reinterpret_cast<const float*>(t.data);
   }
   const TensorView& take(const std::string& name, std::vector<int64_t> shape) {
@@ -69,11 +82,7 @@ class TensorTaker {
   }
   const MlbFile& f_;
   std::set<std::string> used_;
-};
-
-struct ToPack {
-  std::string name;
-  Matrix* m;
+  std::vector<ToPack> to_pack_;
 };
 
 void pack_all(const std::vector<ToPack>& mats, ThreadPool& pool) {
@@ -122,25 +131,61 @@ void pack_or_map(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& po
 void load_delta_layer(TensorTaker& take, const ModelConfig& c, const std::string& p,
                       LayerWeights& L) {
   const int64_t conv_dim = c.lin_conv_dim(), vd = int64_t{c.lin_v_heads} * c.lin_v_dim;
-  L.ssm_qkv = take.matrix(p + "ssm_qkv", conv_dim, c.dim);
-  L.ssm_z = take.matrix(p + "ssm_z", vd, c.dim);
-  L.ssm_beta = take.matrix(p + "ssm_beta", c.lin_v_heads, c.dim);
-  L.ssm_alpha = take.matrix(p + "ssm_alpha", c.lin_v_heads, c.dim);
-  L.ssm_out = take.matrix(p + "ssm_out", c.dim, vd);
-  L.ssm_dt_bias = take.vec_f32(p + "ssm_dt_bias", c.lin_v_heads);
-  L.ssm_a = take.vec_f32(p + "ssm_a", c.lin_v_heads);
-  L.ssm_norm = take.vec_f32(p + "ssm_norm", c.lin_v_dim);
+  take.matrix(L.ssm.qkv, p + "ssm_qkv", conv_dim, c.dim);
+  take.matrix(L.ssm.z, p + "ssm_z", vd, c.dim);
+  take.matrix(L.ssm.beta, p + "ssm_beta", c.lin_v_heads, c.dim);
+  take.matrix(L.ssm.alpha, p + "ssm_alpha", c.lin_v_heads, c.dim);
+  take.matrix(L.ssm.out, p + "ssm_out", c.dim, vd);
+  L.ssm.dt_bias = take.vec_f32(p + "ssm_dt_bias", c.lin_v_heads);
+  L.ssm.a = take.vec_f32(p + "ssm_a", c.lin_v_heads);
+  L.ssm.norm = take.vec_f32(p + "ssm_norm", c.lin_v_dim);
   // Stored (conv_dim, K) as the checkpoint has it; the conv runs tap by tap over all channels.
   const float* w = take.mat_f32(p + "ssm_conv", conv_dim, c.lin_conv);
-  L.ssm_conv_t.resize(size_t(conv_dim) * c.lin_conv);
+  L.ssm.conv_t.resize(size_t(conv_dim) * c.lin_conv);
   for (int64_t ch = 0; ch < conv_dim; ++ch)
-    for (int j = 0; j < c.lin_conv; ++j) L.ssm_conv_t[size_t(j) * conv_dim + ch] = w[ch * c.lin_conv + j];
+    for (int j = 0; j < c.lin_conv; ++j)
+      L.ssm.conv_t[size_t(j) * conv_dim + ch] = w[ch * c.lin_conv + j];
+}
+
+// One block's tensors (docs/format.md), in the order the pack cache lists them.
+void load_layer(TensorTaker& take, const ModelConfig& c, int i, LayerWeights& L) {
+  const std::string p = fmt::format("blk.{}.", i);
+  const int64_t q_rows = int64_t{c.n_heads} * c.head_dim;
+  const int64_t kv_rows = int64_t{c.n_kv_heads} * c.head_dim;
+  L.attn_norm = take.vec_f32(p + "attn_norm", c.dim);
+  L.ffn_norm = take.vec_f32(p + "ffn_norm", c.dim);
+  take.matrix(L.gate, p + "ffn_gate", c.ffn_dim, c.dim);
+  take.matrix(L.up, p + "ffn_up", c.ffn_dim, c.dim);
+  take.matrix(L.down, p + "ffn_down", c.dim, c.ffn_dim);
+  if (c.layers[i].kind == LayerConfig::Kind::Linear) {
+    load_delta_layer(take, c, p, L);
+    return;
+  }
+  take.matrix(L.attn.wq, p + "attn_q", q_rows, c.dim);
+  take.matrix(L.attn.wk, p + "attn_k", kv_rows, c.dim);
+  take.matrix(L.attn.wv, p + "attn_v", kv_rows, c.dim);
+  take.matrix(L.attn.wo, p + "attn_output", c.dim, q_rows);
+  if (c.attn_gate) take.matrix(L.attn.wgate, p + "attn_gate", q_rows, c.dim);
+  if (c.qkv_bias) {
+    L.attn.bq = take.vec_f32(p + "attn_q_bias", q_rows);
+    L.attn.bk = take.vec_f32(p + "attn_k_bias", kv_rows);
+    L.attn.bv = take.vec_f32(p + "attn_v_bias", kv_rows);
+  }
+  if (c.qk_norm) {
+    L.attn.q_norm = take.vec_f32(p + "attn_q_norm", c.head_dim);
+    L.attn.k_norm = take.vec_f32(p + "attn_k_norm", c.head_dim);
+  }
+  if (c.post_norms) {
+    L.attn_post_norm = take.vec_f32(p + "attn_post_norm", c.dim);
+    L.ffn_post_norm = take.vec_f32(p + "ffn_post_norm", c.dim);
+  }
 }
 
 }  // namespace
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
+const Model::Impl& model_impl(const Model& m) { return *m.impl_; }
 const std::string& Model::path() const { return impl_->file->path(); }
 const ModelConfig& Model::config() const { return impl_->cfg; }
 const Tokenizer& Model::tokenizer() const { return *impl_->tok; }
@@ -151,14 +196,14 @@ std::string Model::describe() const {
   const auto& c = impl_->cfg;
   const auto& l0 = impl_->layers.at(0);
   const char* names[] = {"f32", "f16", "q8_0", "q4_0"};
-  const Matrix& attn = c.layer_linear[0] ? l0.ssm_qkv : l0.wq;
-  return fmt::format("{}: {} layers{}, dim {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, "
-                     "weights {} (ffn) / {} (attn), {:.1f} MiB packed",
-                     c.arch, c.n_layers,
-                     c.has_linear() ? fmt::format(" ({} DeltaNet)", c.n_layers - c.n_attn_layers()) : "",
-                     c.dim, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim,
-                     c.n_vocab, names[int(l0.gate.type)], names[int(attn.type)],
-                     impl_->packed_bytes / 1048576.0);
+  const Matrix& attn = c.layers[0].kind == LayerConfig::Kind::Linear ? l0.ssm.qkv : l0.attn.wq;
+  return fmt::format(
+      "{}: {} layers{}, dim {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, "
+      "weights {} (ffn) / {} (attn), {:.1f} MiB packed",
+      c.arch, c.n_layers,
+      c.has_linear() ? fmt::format(" ({} DeltaNet)", c.n_layers - c.n_attn_layers()) : "", c.dim,
+      c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.n_vocab, names[int(l0.gate.type)],
+      names[int(attn.type)], impl_->packed_bytes / 1048576.0);
 }
 
 static Tokenizer tokenizer_from(const MlbFile& f) {
@@ -210,66 +255,20 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   // <image_soft_token> sits past vocab_size) or fewer (Qwen pads the embedding): ids the model
   // has no row for are refused when they reach Session::eval, and never sampled.
 
-  const int64_t q_rows = int64_t{c.n_heads} * c.head_dim;
-  const int64_t kv_rows = int64_t{c.n_kv_heads} * c.head_dim;
   TensorTaker take(f);
-  m->tok_embd = take.matrix("tok_embd", c.n_vocab, c.dim);
+  m->layers.resize(c.n_layers);
+  for (int i = 0; i < c.n_layers; ++i) load_layer(take, c, i, m->layers[i]);
+  // The embedding is packed only when the logits use it too; the pack cache lists it last.
+  take.matrix(m->tok_embd, "tok_embd", c.n_vocab, c.dim, c.tie_embeddings);
   m->output_norm = take.vec_f32("output_norm", c.dim);
   if (c.tie_embeddings) {
     if (f.find("output"))
       throw Error(fmt::format("{}: tie_embeddings is set but an 'output' tensor exists", path));
   } else {
-    m->output = take.matrix("output", c.n_vocab, c.dim);
-  }
-  std::vector<ToPack> to_pack;
-  m->layers.resize(c.n_layers);
-  for (int i = 0; i < c.n_layers; ++i) {
-    auto& L = m->layers[i];
-    const std::string p = fmt::format("blk.{}.", i);
-    L.attn_norm = take.vec_f32(p + "attn_norm", c.dim);
-    L.ffn_norm = take.vec_f32(p + "ffn_norm", c.dim);
-    L.gate = take.matrix(p + "ffn_gate", c.ffn_dim, c.dim);
-    L.up = take.matrix(p + "ffn_up", c.ffn_dim, c.dim);
-    L.down = take.matrix(p + "ffn_down", c.dim, c.ffn_dim);
-    to_pack.insert(to_pack.end(), {{p + "ffn_gate", &L.gate}, {p + "ffn_up", &L.up},
-                                   {p + "ffn_down", &L.down}});
-    if (c.layer_linear[i]) {
-      load_delta_layer(take, c, p, L);
-      to_pack.insert(to_pack.end(), {{p + "ssm_qkv", &L.ssm_qkv}, {p + "ssm_z", &L.ssm_z},
-                                     {p + "ssm_beta", &L.ssm_beta}, {p + "ssm_alpha", &L.ssm_alpha},
-                                     {p + "ssm_out", &L.ssm_out}});
-      continue;
-    }
-    L.wq = take.matrix(p + "attn_q", q_rows, c.dim);
-    L.wk = take.matrix(p + "attn_k", kv_rows, c.dim);
-    L.wv = take.matrix(p + "attn_v", kv_rows, c.dim);
-    L.wo = take.matrix(p + "attn_output", c.dim, q_rows);
-    to_pack.insert(to_pack.end(), {{p + "attn_q", &L.wq}, {p + "attn_k", &L.wk},
-                                   {p + "attn_v", &L.wv}, {p + "attn_output", &L.wo}});
-    if (c.attn_gate) {
-      L.wgate = take.matrix(p + "attn_gate", q_rows, c.dim);
-      to_pack.push_back({p + "attn_gate", &L.wgate});
-    }
-    if (c.qkv_bias) {
-      L.bq = take.vec_f32(p + "attn_q_bias", q_rows);
-      L.bk = take.vec_f32(p + "attn_k_bias", kv_rows);
-      L.bv = take.vec_f32(p + "attn_v_bias", kv_rows);
-    }
-    if (c.qk_norm) {
-      L.q_norm = take.vec_f32(p + "attn_q_norm", c.head_dim);
-      L.k_norm = take.vec_f32(p + "attn_k_norm", c.head_dim);
-    }
-    if (c.post_norms) {
-      L.attn_post_norm = take.vec_f32(p + "attn_post_norm", c.dim);
-      L.ffn_post_norm = take.vec_f32(p + "ffn_post_norm", c.dim);
-    }
+    take.matrix(m->output, "output", c.n_vocab, c.dim);
   }
   take.check_all_taken(c.arch);
-  if (c.tie_embeddings) {
-    to_pack.push_back({"tok_embd", &m->tok_embd});
-  } else {
-    to_pack.push_back({"output", &m->output});
-  }
+  const std::vector<ToPack>& to_pack = take.to_pack();
   ThreadPool pool(opts.n_threads > 0 ? opts.n_threads : int(std::thread::hardware_concurrency()));
   pack_or_map(*m, to_pack, pool, opts.pack_cache_dir);
   for (const auto& [_, x] : to_pack)

@@ -1,16 +1,19 @@
 #include "ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 
 #include "kernels/kernels.h"
 
 namespace krafla {
 
+namespace K = kernels;
+
 void attend_group(const float* q, int group, const float* k, const float* v, int64_t n_keys,
                   int64_t head_dim, int64_t row_stride, float scale, float softcap, float* scores,
                   float* out) {
-  namespace K = kernels;
   for (int64_t j = 0; j < n_keys; ++j)  // K row j, while in L1, for every head of the group
     for (int g = 0; g < group; ++g)
       scores[g * n_keys + j] = K::dot_f32(q + g * head_dim, k + j * row_stride, head_dim) * scale;
@@ -24,6 +27,116 @@ void attend_group(const float* q, int group, const float* k, const float* v, int
   for (int64_t j = 0; j < n_keys; ++j)  // likewise V row j
     for (int g = 0; g < group; ++g)
       K::axpy_f32(scores[g * n_keys + j], v + j * row_stride, out + g * head_dim, head_dim);
+}
+
+AttentionBlock::AttentionBlock(const ModelConfig& c, int n_ctx, int n_batch, Matmuls& mm)
+    : c_(c), mm_(mm), n_ctx_(n_ctx) {
+  const size_t B = n_batch, q_dim = size_t(c.n_heads) * c.head_dim;
+  const size_t kv_dim = size_t(c.n_kv_heads) * c.head_dim;
+  rope_ = rope_table(c.rope_freqs, n_ctx);
+  if (!c.rope_freqs_local.empty()) rope_local_ = rope_table(c.rope_freqs_local, n_ctx);
+  q_.resize(B * q_dim * sizeof(float));
+  att_.resize(B * q_dim * sizeof(float));
+  k_.resize(B * kv_dim * sizeof(float));
+  v_.resize(B * kv_dim * sizeof(float));
+  if (c.attn_gate) gate_.resize(B * q_dim * sizeof(float));
+  scores_.resize(size_t(mm.pool().size()) * (c.n_heads / c.n_kv_heads) * n_ctx * sizeof(float));
+}
+
+// cos/sin in float as transformers computes them (angle = float(pos) * inv_freq in f32), so
+// long positions round the same way the reference does.
+AttentionBlock::RopeTable AttentionBlock::rope_table(const std::vector<float>& freqs,
+                                                     int n_ctx) const {
+  const int64_t half = c_.rope_dim / 2;
+  RopeTable t;
+  t.cos.resize(size_t(n_ctx) * half);
+  t.sin.resize(size_t(n_ctx) * half);
+  for (int p = 0; p < n_ctx; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = float(p) * freqs[i];
+      t.cos[p * half + i] = float(std::cos(double(angle))) * c_.rope_attn_factor;
+      t.sin[p * half + i] = float(std::sin(double(angle))) * c_.rope_attn_factor;
+    }
+  return t;
+}
+
+void AttentionBlock::run(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv, int layer,
+                         const float* h, int n, int pos0, float* out) {
+  project(w, h, n);
+  prepare(w, lc, kv, layer, n, pos0);
+  attend(lc, kv, layer, n, pos0);
+  if (c_.attn_gate) apply_gate(n);
+  mm_.run(att_.data<float>(), int64_t{c_.n_heads} * c_.head_dim, n, {{&w.wo, out}});
+}
+
+void AttentionBlock::project(const AttentionWeights& w, const float* h, int n) {
+  const MatJob jobs[] = {{&w.wq, q_.data<float>()},
+                         {&w.wk, k_.data<float>()},
+                         {&w.wv, v_.data<float>()},
+                         {&w.wgate, gate_.data<float>()}};
+  mm_.run(h, c_.dim, n, std::span<const MatJob>(jobs, c_.attn_gate ? 4 : 3));
+}
+
+void AttentionBlock::prepare(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv,
+                             int layer, int n, int pos0) {
+  const int64_t hd = c_.head_dim, half = c_.rope_dim / 2;
+  const int64_t q_dim = int64_t{c_.n_heads} * hd, kv_dim = int64_t{c_.n_kv_heads} * hd;
+  const RopeTable& rope = lc.rope == LayerConfig::Rope::Local ? rope_local_ : rope_;
+  mm_.pool().for_each(n, [&](int64_t t) {
+    const int64_t pos = pos0 + t;
+    float* q = q_.data<float>() + t * q_dim;
+    float* k = k_.data<float>() + t * kv_dim;
+    float* v = v_.data<float>() + t * kv_dim;
+    if (w.bq) {
+      K::add_f32(q, w.bq, q, q_dim);
+      K::add_f32(k, w.bk, k, kv_dim);
+      K::add_f32(v, w.bv, v, kv_dim);
+    }
+    if (w.q_norm) {
+      for (int h = 0; h < c_.n_heads; ++h)
+        K::rmsnorm(q + h * hd, w.q_norm, 0.0f, c_.norm_eps, q + h * hd, hd);
+      for (int h = 0; h < c_.n_kv_heads; ++h)
+        K::rmsnorm(k + h * hd, w.k_norm, 0.0f, c_.norm_eps, k + h * hd, hd);
+    }
+    if (lc.rope != LayerConfig::Rope::None) {
+      const float* cs = rope.cos.data() + pos * half;
+      const float* sn = rope.sin.data() + pos * half;
+      K::rope(q, c_.n_heads, hd, c_.rope_dim, cs, sn);
+      K::rope(k, c_.n_kv_heads, hd, c_.rope_dim, cs, sn);
+    }
+    for (int h = 0; h < c_.n_kv_heads; ++h) kv.store(layer, h, pos, k + h * hd, v + h * hd);
+  });
+}
+
+void AttentionBlock::attend(const LayerConfig& lc, const KvCache& kv, int layer, int n, int pos0) {
+  const int64_t hd = c_.head_dim, q_dim = int64_t{c_.n_heads} * hd;
+  const int group = c_.n_heads / c_.n_kv_heads;
+  // Units of work: (token, KV head) with the whole query group, so each cached K/V row is read
+  // once per group; when that leaves threads idle (decode with few KV heads), (token, head).
+  // Either way each head's result is bit-identical (attend_group).
+  const int per_unit = int64_t{n} * c_.n_kv_heads >= mm_.pool().size() ? group : 1;
+  const int64_t heads_per_tok = c_.n_heads / per_unit;
+  mm_.pool().split(int64_t{n} * heads_per_tok, [&](int ti, int64_t u0, int64_t u1) {
+    float* scores = scores_.data<float>() + size_t(ti) * group * n_ctx_;
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t t = u / heads_per_tok, h = (u % heads_per_tok) * per_unit;
+      const int64_t pos = pos0 + t;
+      // Sliding window (Mistral, Gemma local layers): keys at distance < window.
+      const int64_t first = lc.window > 0 ? std::max<int64_t>(0, pos - lc.window + 1) : 0;
+      const KvCache::HeadView cached = kv.head(layer, int(h / group));
+      attend_group(q_.data<float>() + t * q_dim + h * hd, per_unit, cached.k_f32(first),
+                   cached.v_f32(first), pos + 1 - first, hd, hd, c_.attn_scale, c_.attn_softcap,
+                   scores, att_.data<float>() + t * q_dim + h * hd);
+    }
+  });
+}
+
+// Qwen3.5: out = attention * sigmoid(gate), element-wise.
+void AttentionBlock::apply_gate(int n) {
+  float* a = att_.data<float>();
+  const float* g = gate_.data<float>();
+  mm_.pool().for_each(int64_t{n} * c_.n_heads * c_.head_dim,
+                      [&](int64_t i) { a[i] = a[i] / (1.0f + std::exp(-g[i])); });
 }
 
 }  // namespace krafla

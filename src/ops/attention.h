@@ -1,7 +1,13 @@
-// Attention for the query heads that share one KV head (GQA), over a contiguous run of cached
-// keys/values.
+// GQA attention with RoPE over one sequence's KV cache: the layer as a whole (AttentionBlock)
+// and its inner loop for the query heads that share one KV head (attend_group).
 #pragma once
 #include <cstdint>
+#include <vector>
+
+#include "krafla/model.h"
+#include "ops/matmul.h"
+#include "runtime/aligned.h"
+#include "runtime/kv_cache.h"
 
 namespace krafla {
 
@@ -14,5 +20,51 @@ namespace krafla {
 void attend_group(const float* q, int group, const float* k, const float* v, int64_t n_keys,
                   int64_t head_dim, int64_t row_stride, float scale, float softcap, float* scores,
                   float* out);
+
+// An attention layer's weights (docs/format.md, blk.N.attn_*).
+struct AttentionWeights {
+  Matrix wq;                  // (n_heads*head_dim, dim)
+  Matrix wk, wv;              // (n_kv_heads*head_dim, dim)
+  Matrix wo;                  // (dim, n_heads*head_dim)
+  Matrix wgate;               // (n_heads*head_dim, dim) with attn_gate (Qwen3.5)
+  const float* bq = nullptr;  // (n_heads*head_dim) with qkv_bias
+  const float* bk = nullptr;  // (n_kv_heads*head_dim)
+  const float* bv = nullptr;
+  const float* q_norm = nullptr;  // (head_dim) with qk_norm
+  const float* k_norm = nullptr;
+};
+
+// The layer as a whole, with its scratch buffers for a batch of up to n_batch tokens at
+// positions below n_ctx.
+class AttentionBlock {
+ public:
+  AttentionBlock(const ModelConfig& c, int n_ctx, int n_batch, Matmuls& mm);
+  // out (n, dim) = the layer on h (n, dim) at positions pos0..pos0+n-1: the batch's keys and
+  // values are stored in `kv` first, then every query attends to the cached positions up to
+  // its own.
+  void run(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv, int layer, const float* h,
+           int n, int pos0, float* out);
+
+ private:
+  // cos/sin per position (ctx, rope_dim/2), rope_attn_factor applied.
+  struct RopeTable {
+    std::vector<float> cos, sin;
+  };
+  RopeTable rope_table(const std::vector<float>& freqs, int n_ctx) const;
+  void project(const AttentionWeights& w, const float* h, int n);  // → q_, k_, v_, gate_
+  void prepare(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv, int layer, int n,
+               int pos0);  // biases, qk-norm, RoPE; k_, v_ → kv
+  void attend(const LayerConfig& lc, const KvCache& kv, int layer, int n, int pos0);  // → att_
+  void apply_gate(int n);  // att_ *= sigmoid(gate_)
+
+  const ModelConfig& c_;
+  Matmuls& mm_;
+  int n_ctx_;
+  RopeTable rope_, rope_local_;  // rope_freqs; rope_freqs_local (Gemma 3 local layers)
+  AlignedBuffer q_, att_;        // (batch, n_heads*head_dim)
+  AlignedBuffer k_, v_;          // (batch, n_kv_heads*head_dim)
+  AlignedBuffer gate_;           // (batch, n_heads*head_dim) with attn_gate
+  AlignedBuffer scores_;         // (threads, group, ctx)
+};
 
 }  // namespace krafla

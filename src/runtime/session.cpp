@@ -7,6 +7,7 @@
 
 #include "krafla/error.h"
 #include "model/forward.h"
+#include "runtime/sequence.h"
 #include "runtime/threadpool.h"
 
 namespace krafla {
@@ -15,12 +16,13 @@ struct Session::Impl {
   const Model& model;
   ThreadPool pool;
   Forward fwd;
+  SequenceState seq;
   std::vector<int32_t> history;
   std::vector<float> logits;
   std::vector<float> batch_logits;
 
   Impl(const Model& m, int threads, int ctx, int batch)
-      : model(m), pool(threads), fwd(m.impl(), pool, ctx, batch) {}
+      : model(m), pool(threads), fwd(model_impl(m), pool, ctx, batch), seq(m.config(), ctx) {}
 };
 
 namespace {
@@ -68,7 +70,7 @@ void Session::eval(std::span<const int32_t> tokens, std::vector<float>* all_logi
     } else {
       out = s.logits.data();
     }
-    s.fwd.run(tokens.data() + i, n, n_past + int(i), all_logits != nullptr, out);
+    s.fwd.run(s.seq, tokens.data() + i, n, n_past + int(i), all_logits != nullptr, out);
     s.history.insert(s.history.end(), tokens.begin() + i, tokens.begin() + i + n);
     if (all_logits && last_chunk)
       std::copy_n(all_logits->data() + (tokens.size() - 1) * n_vocab, n_vocab, s.logits.begin());
@@ -91,7 +93,7 @@ void Session::truncate(int n) {
   if (n > 0 && impl_->model.config().has_linear())
     throw Error(fmt::format("cannot truncate a {}-token session to {}: this model's linear-"
                             "attention state cannot be cut back (only to 0)", n_past(), n));
-  if (n == 0) impl_->fwd.reset_state();
+  if (n == 0) impl_->seq.reset();
   impl_->history.resize(n);
 }
 

@@ -1,0 +1,49 @@
+// Weight matrices as the kernels want them, and the batched matmul over them: one input
+// quantized once per weight type, then several matrices multiplied in one parallel region.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+
+#include "kernels/kernels.h"
+#include "runtime/aligned.h"
+#include "runtime/threadpool.h"
+
+namespace krafla {
+
+// A weight matrix [rows, cols] (out × in): packed for this ISA's matmul, plus the stored
+// (ggml-layout) bytes in the mapping for row lookups (embeddings).
+struct Matrix {
+  kernels::WType type = kernels::WType::F32;
+  int64_t rows = 0, cols = 0;
+  AlignedBuffer packed;             // packed at load, or empty when cached:
+  const uint8_t* cached = nullptr;  // the same bytes in the mapped pack cache
+  const uint8_t* stored = nullptr;
+  const void* packed_data() const { return cached ? cached : packed.data(); }
+};
+
+struct MatJob {
+  const Matrix* m;
+  float* out;  // (n, m->rows)
+};
+
+class Matmuls {
+ public:
+  // For inputs of up to n_batch rows of up to max_cols floats.
+  Matmuls(ThreadPool& pool, int n_batch, int64_t max_cols);
+
+  // out = in · mᵀ for every job: rows [0, n) of `in` (width cols) are quantized once for each
+  // weight type the jobs need, then each job's rows are split across the threads in one
+  // parallel region.
+  void run(const float* in, int64_t cols, int n, std::span<const MatJob> jobs);
+  void run(const float* in, int64_t cols, int n, std::initializer_list<MatJob> jobs) {
+    run(in, cols, n, std::span<const MatJob>(jobs.begin(), jobs.size()));
+  }
+  ThreadPool& pool() const { return pool_; }
+
+ private:
+  ThreadPool& pool_;
+  AlignedBuffer act_[4];  // per weight type: (batch, act_row_size(type, max_cols)) bytes
+};
+
+}  // namespace krafla

@@ -1,0 +1,91 @@
+// A sequence's state: the KV cache's slots and views, and the DeltaNet state, each created
+// from a config alone (several per model).
+#include "runtime/kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "krafla/error.h"
+#include "runtime/sequence.h"
+
+namespace krafla {
+namespace {
+
+using Kind = LayerConfig::Kind;
+
+// Layers 0 and 2 DeltaNet, 1 and 3 attention (Qwen3.5's pattern, shortened).
+ModelConfig hybrid() {
+  ModelConfig c;
+  c.n_layers = 4;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 8;
+  c.lin_k_heads = 1;
+  c.lin_v_heads = 2;
+  c.lin_k_dim = 4;
+  c.lin_v_dim = 4;
+  c.lin_conv = 3;
+  c.layers = {{Kind::Linear}, {Kind::Attention}, {Kind::Linear}, {Kind::Attention}};
+  return c;
+}
+
+TEST(KvCache, OneSlotPerAttentionLayerEachHeadItsOwnRows) {
+  const ModelConfig c = hybrid();
+  KvCache kv(c, 16);
+  EXPECT_EQ(kv.type(), KvType::F32);
+  EXPECT_EQ(kv.n_ctx(), 16);
+  EXPECT_EQ(kv.row_bytes(), 8 * sizeof(float));
+  EXPECT_EQ(kv.size_bytes(), 2 * size_t(2 * 2 * 16 * 8) * sizeof(float));  // K and V
+  // Every (layer, head, pos) written with its own values, then read back through the views.
+  const auto value = [](int l, int h, int p, int i, bool is_v) {
+    return float(l * 1000 + h * 100 + p) + i * 0.125f + (is_v ? 0.5f : 0.0f);
+  };
+  for (int l : {1, 3})
+    for (int h = 0; h < 2; ++h)
+      for (int p = 0; p < 16; ++p) {
+        std::vector<float> k(8), v(8);
+        for (int i = 0; i < 8; ++i) {
+          k[i] = value(l, h, p, i, false);
+          v[i] = value(l, h, p, i, true);
+        }
+        kv.store(l, h, p, k.data(), v.data());
+      }
+  for (int l : {1, 3})
+    for (int h = 0; h < 2; ++h) {
+      const KvCache::HeadView view = kv.head(l, h);
+      for (int p = 0; p < 16; ++p)
+        for (int i = 0; i < 8; ++i) {
+          ASSERT_EQ(view.k_f32(p)[i], value(l, h, p, i, false));
+          ASSERT_EQ(view.v_f32(0)[p * 8 + i], value(l, h, p, i, true));
+        }
+    }
+}
+
+TEST(KvCache, TypesNotYetImplementedAreRefused) {
+  const ModelConfig c = hybrid();
+  EXPECT_THROW(KvCache(c, 16, KvType::F16), Error);
+  EXPECT_THROW(KvCache(c, 16, KvType::Q8_0), Error);
+  EXPECT_STREQ(kv_type_name(KvType::Q8_0), "q8_0");
+}
+
+TEST(SequenceState, DeltaNetStatePerLayerZeroedByReset) {
+  const ModelConfig c = hybrid();
+  SequenceState a(c, 8), b(c, 8);  // two sequences of one model: separate memory
+  const int64_t conv = (c.lin_conv - 1) * c.lin_conv_dim();
+  const int64_t ssm = int64_t{c.lin_v_heads} * c.lin_k_dim * c.lin_v_dim;
+  EXPECT_NE(a.linear.conv(0), b.linear.conv(0));
+  EXPECT_EQ(a.linear.conv(2), a.linear.conv(0) + conv);
+  EXPECT_EQ(a.linear.ssm(2), a.linear.ssm(0) + ssm);
+  for (int l : {0, 2}) {
+    for (int64_t i = 0; i < conv; ++i) EXPECT_EQ(a.linear.conv(l)[i], 0.0f);
+    for (int64_t i = 0; i < ssm; ++i) a.linear.ssm(l)[i] = 1.0f;
+  }
+  a.reset();
+  for (int l : {0, 2})
+    for (int64_t i = 0; i < ssm; ++i) ASSERT_EQ(a.linear.ssm(l)[i], 0.0f);
+  EXPECT_EQ(a.n_ctx(), 8);
+}
+
+}  // namespace
+}  // namespace krafla

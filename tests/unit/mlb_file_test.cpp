@@ -1,0 +1,206 @@
+// The .mlb/.mlt reader (docs/format.md): a valid file's table and data, and every check that
+// refuses a broken one, by the message that names what is wrong.
+#include "io/mlb_file.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "krafla/error.h"
+
+namespace krafla {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The parts of a file, each open to corruption by a test.
+struct Parts {
+  std::string magic{kMlbMagic, 8};
+  uint32_t version = kMlbVersion;
+  uint32_t flags = 0;
+  json meta = {{"format", "krafla-mlb"}, {"kind", "model"}, {"tensors", json::array()}};
+  std::string data;                // written at data_offset
+  int64_t json_size_delta = 0;     // added to the JSON size field
+  std::string json_text_override;  // replaces meta.dump() when set
+};
+
+std::string bytes_of(const Parts& p) {
+  const std::string text = p.json_text_override.empty() ? p.meta.dump() : p.json_text_override;
+  std::string out = p.magic;
+  const uint64_t json_size = text.size() + p.json_size_delta;
+  out.append(reinterpret_cast<const char*>(&p.version), 4);
+  out.append(reinterpret_cast<const char*>(&p.flags), 4);
+  out.append(reinterpret_cast<const char*>(&json_size), 8);
+  out += text;
+  out.resize((out.size() + 63) / 64 * 64, '\0');
+  return out + p.data;
+}
+
+class MlbFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (fs::path(::testing::TempDir()) /
+             ("krafla_mlb_" + std::to_string(::getpid()) + "_" +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".mlb"))
+                .string();
+  }
+  void TearDown() override { fs::remove(path_); }
+
+  void write(const std::string& bytes) {
+    std::ofstream(path_, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+  }
+  // The message MlbFile(path) throws for `bytes`, without the "path: " prefix.
+  std::string error_for(const std::string& bytes) {
+    write(bytes);
+    try {
+      MlbFile f(path_);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_EQ(what.rfind(path_ + ": ", 0), 0u) << what;  // names the file first
+      return what.substr(std::min(what.size(), path_.size() + 2));
+    }
+    ADD_FAILURE() << "the file was accepted";
+    return "";
+  }
+  // A file with one tensor entry `t` and `data` after the header.
+  std::string error_for_tensor(json t, std::string data = std::string(64, '\0')) {
+    Parts p;
+    p.meta["tensors"].push_back(std::move(t));
+    p.data = std::move(data);
+    return error_for(bytes_of(p));
+  }
+
+  std::string path_;
+};
+
+json tensor(const char* name, const char* dtype, json shape, uint64_t offset, uint64_t size) {
+  return {{"name", name}, {"dtype", dtype}, {"shape", shape}, {"offset", offset}, {"size", size}};
+}
+
+TEST_F(MlbFileTest, ReadsTheTableAndMapsTheData) {
+  Parts p;
+  p.meta["tensors"] = {tensor("w", "f32", {2, 3}, 0, 24),
+                       tensor("tokenizer.json", "bytes", {5}, 64, 5),
+                       tensor("q", "q8_0", {1, 32}, 128, 34)};
+  std::string data(128 + 34, '\0');
+  const float w[6] = {1, 2, 3, 4, 5, 6};
+  std::memcpy(data.data(), w, sizeof w);
+  std::memcpy(data.data() + 64, "hello", 5);
+  p.data = data;
+  write(bytes_of(p));
+  const MlbFile f(path_);
+  EXPECT_EQ(f.kind(), "model");
+  EXPECT_EQ(f.version(), kMlbVersion);
+  EXPECT_EQ(f.data_offset() % 64, 0u);
+  EXPECT_EQ(f.data_offset(), (24 + p.meta.dump().size() + 63) / 64 * 64);
+  ASSERT_EQ(f.tensors().size(), 3u);
+  const TensorView& t = f.get("w", {2, 3});
+  EXPECT_EQ(t.dtype, DType::F32);
+  EXPECT_EQ(t.rows(), 2);
+  EXPECT_EQ(t.cols(), 3);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data) % 64, 0u);
+  EXPECT_EQ(reinterpret_cast<const float*>(t.data)[5], 6.0f);
+  EXPECT_EQ(f.bytes("tokenizer.json"), "hello");
+  EXPECT_EQ(f.find("q")->offset, 128u);
+  EXPECT_EQ(f.find("absent"), nullptr);
+  EXPECT_STREQ(dtype_name(f.find("q")->dtype), "q8_0");
+}
+
+TEST_F(MlbFileTest, LookupsNameTheTensorAndShapes) {
+  Parts p;
+  p.meta["tensors"] = {tensor("w", "f32", {2, 3}, 0, 24)};
+  p.data = std::string(64, '\0');
+  write(bytes_of(p));
+  const MlbFile f(path_);
+  const auto message = [&](auto fn) -> std::string {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message([&] {
+              f.get("w", {3, 2});
+            }),
+            path_ + ": tensor 'w' has shape [2, 3], expected [3, 2]");
+  EXPECT_EQ(message([&] { f.get("v", {3}); }), path_ + ": tensor 'v' is missing");
+  EXPECT_EQ(message([&] { f.bytes("w"); }), path_ + ": entry 'w' is not of dtype bytes");
+}
+
+TEST_F(MlbFileTest, HeaderChecks) {
+  EXPECT_EQ(error_for(""), "file is empty (expected a Krafla .mlb/.mlt file)");
+  EXPECT_EQ(error_for("KRAFLAMB"), "truncated header: 8 bytes, the header needs 24");
+  EXPECT_EQ(error_for("NOTKRAFL"), "wrong magic: not a Krafla .mlb/.mlt file");
+  Parts p;
+  p.magic = std::string("GGUF\3\0\0\0", 8);
+  EXPECT_EQ(error_for(bytes_of(p)),
+            "this is a GGUF file; Krafla reads .mlb files (convert with tools/convert.py)");
+  p = Parts{};
+  p.version = kMlbVersion + 1;
+  EXPECT_EQ(error_for(bytes_of(p)),
+            fmt::format("format version {} is newer than this build reads (version {}); update "
+                        "Krafla",
+                        kMlbVersion + 1, kMlbVersion));
+  p.version = 0;
+  EXPECT_EQ(error_for(bytes_of(p)), "format version 0 is not a valid version");
+  p = Parts{};
+  p.flags = 4;
+  EXPECT_EQ(error_for(bytes_of(p)), "unknown header flags 0x4 (version 1 defines none)");
+  p = Parts{};
+  p.json_size_delta = 1000;
+  EXPECT_NE(error_for(bytes_of(p)).find("truncated metadata"), std::string::npos);
+}
+
+TEST_F(MlbFileTest, MetadataChecks) {
+  Parts p;
+  p.json_text_override = "{\"format\": ";
+  EXPECT_NE(error_for(bytes_of(p)).find("corrupt metadata JSON"), std::string::npos);
+  p = Parts{};
+  p.json_text_override = "[1]";
+  EXPECT_EQ(error_for(bytes_of(p)), "metadata is not a JSON object");
+  p = Parts{};
+  p.meta["format"] = "gguf";
+  EXPECT_EQ(error_for(bytes_of(p)), "metadata field 'format' is not \"krafla-mlb\"");
+  p = Parts{};
+  p.meta["kind"] = "lora";
+  EXPECT_EQ(error_for(bytes_of(p)), "unknown file kind 'lora' (expected 'model' or 'tokenizer')");
+  p = Parts{};
+  p.meta.erase("tensors");
+  EXPECT_EQ(error_for(bytes_of(p)), "metadata field 'tensors' missing or not an array");
+}
+
+TEST_F(MlbFileTest, TensorEntryChecks) {
+  EXPECT_EQ(error_for_tensor(tensor("w", "f64", {2}, 0, 16)), "tensor 'w': unknown dtype 'f64'");
+  EXPECT_EQ(error_for_tensor(tensor("w", "f32", {2}, 8, 8)),
+            "tensor 'w': offset 8 is not 64-byte aligned");
+  EXPECT_EQ(error_for_tensor(tensor("w", "f32", {2}, 0, 12)),
+            "tensor 'w': size 12 does not match dtype f32 and shape 2 (expected 8 bytes)");
+  EXPECT_EQ(error_for_tensor(tensor("w", "q8_0", {2, 16}, 0, 34)),
+            "tensor 'w': q8_0 needs the last dimension (16) to be a multiple of 32");
+  EXPECT_EQ(error_for_tensor(tensor("w", "f32", {1, 2, 3}, 0, 24)),
+            "tensor 'w': 'shape' must be an array of 1 or 2 dimensions");
+  EXPECT_EQ(error_for_tensor(tensor("w", "f32", {0}, 0, 0)),
+            "tensor 'w': bad dimension 0 in shape");
+  json no_size = tensor("w", "f32", {2}, 0, 8);
+  no_size.erase("size");
+  EXPECT_EQ(error_for_tensor(no_size), "tensor 'w': missing field 'size'");
+  EXPECT_EQ(error_for_tensor({{"dtype", "f32"}}), "tensor #0: missing 'name'");
+  // Past the end: 64 bytes of data, a tensor of 64 bytes at offset 64.
+  EXPECT_NE(error_for_tensor(tensor("w", "f32", {16}, 64, 64)).find("tensor 'w': data ["),
+            std::string::npos);
+  Parts p;
+  p.meta["tensors"] = {tensor("w", "f32", {2}, 0, 8), tensor("w", "f32", {2}, 0, 8)};
+  p.data = std::string(64, '\0');
+  EXPECT_EQ(error_for(bytes_of(p)), "tensor 'w': appears twice in the tensor table");
+}
+
+}  // namespace
+}  // namespace krafla
