@@ -17,6 +17,14 @@ using json = nlohmann::ordered_json;
 // The parsed config under docs/format.md's key names, with the defaults the loader fills in
 // (rope_dim, per-layer lists), so the dump shows what a run uses.
 json config_json(const ModelConfig& c) {
+  std::vector<int> window;  // ModelConfig::layers as docs/format.md's per-layer lists
+  std::vector<bool> rope, rope_local, linear;
+  for (const LayerConfig& l : c.layers) {
+    window.push_back(l.window);
+    rope.push_back(l.rope != LayerConfig::Rope::None);
+    rope_local.push_back(l.rope == LayerConfig::Rope::Local);
+    linear.push_back(l.kind == LayerConfig::Kind::Linear);
+  }
   json j = {{"arch", c.arch},
             {"n_vocab", c.n_vocab},
             {"dim", c.dim},
@@ -38,8 +46,8 @@ json config_json(const ModelConfig& c) {
             {"activation", c.activation == ModelConfig::Activation::SiLU ? "silu" : "gelu_tanh"},
             {"qkv_bias", c.qkv_bias},
             {"qk_norm", c.qk_norm},
-            {"layer_window", c.layer_window},
-            {"layer_rope", c.layer_rope},
+            {"layer_window", window},
+            {"layer_rope", rope},
             {"embd_scale", c.embd_scale},
             {"attn_scale", c.attn_scale},
             {"attn_softcap", c.attn_softcap},
@@ -48,10 +56,10 @@ json config_json(const ModelConfig& c) {
             {"attn_gate", c.attn_gate}};
   if (!c.rope_freqs_local.empty()) {
     j["rope_freqs_local"] = c.rope_freqs_local;
-    j["layer_rope_local"] = c.layer_rope_local;
+    j["layer_rope_local"] = rope_local;
   }
   if (c.has_linear()) {
-    j["layer_linear"] = c.layer_linear;
+    j["layer_linear"] = linear;
     for (auto [k, v] : {std::pair{"lin_k_heads", c.lin_k_heads},
                         {"lin_v_heads", c.lin_v_heads},
                         {"lin_k_dim", c.lin_k_dim},

@@ -60,12 +60,6 @@ struct ModelConfig {
   int lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, lin_conv = 0;
   std::vector<LayerConfig> layers;  // [n_layers], from the per-layer lists and their defaults
 
-  // The per-layer lists as docs/format.md spells them (layer_window, layer_rope,
-  // layer_rope_local, layer_linear), defaults filled in: kept only for tools/model_info.cpp's
-  // dump until it reads `layers`. Nothing in the library reads them.
-  std::vector<int> layer_window;
-  std::vector<bool> layer_rope, layer_rope_local, layer_linear;
-
   bool has_linear() const;
   int n_attn_layers() const;       // layers with a KV cache
   int64_t lin_conv_dim() const { return int64_t{2} * lin_k_heads * lin_k_dim + int64_t{lin_v_heads} * lin_v_dim; }

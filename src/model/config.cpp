@@ -208,10 +208,6 @@ void validate_layers(RawConfig& r, const std::string& path) {
              : r.layer_rope_local[l] ? LayerConfig::Rope::Local
                                      : LayerConfig::Rope::Global;
   }
-  m.layer_window = r.layer_window;
-  m.layer_rope = r.layer_rope;
-  m.layer_rope_local = r.layer_rope_local;
-  m.layer_linear = r.layer_linear;
 }
 
 // The DeltaNet layers' shape, when the model has any.
