@@ -126,96 +126,38 @@ def run(cmd: list[str]) -> str:
     return p.stdout
 
 
-def krafla_test(
-    binary: str,
-    model: str,
-    threads: int,
-    a: argparse.Namespace,
-    n_prompt: int,
-    n_gen: int,
-    depth: int,
-) -> dict:
-    out = run(
-        [
-            binary,
-            "-m",
-            model,
-            "-t",
-            str(threads),
-            "-p",
-            str(n_prompt),
-            "-n",
-            str(n_gen),
-            "-d",
-            str(depth),
-            "-r",
-            str(a.reps),
-            "-o",
-            "json",
-        ]
-    )
-    rows = json.loads(out)
-    if len(rows) != 1:
-        raise BenchError(f"{binary}: expected one test, got {len(rows)}")
-    return rows[0]
+def bench_tests(cmd: list[str], extra: list[str], a: argparse.Namespace) -> dict[str, dict]:
+    """The two tests of a binary taking llama-bench's options (ml_bench does), each when its count
+    is > 0: "prefill" of -p tokens from an empty cache, "decode" of -n tokens after a -p token
+    prompt. cmd: the binary with -m MODEL -t THREADS; extra: arguments after the test's own."""
+    tests = {}
+    for key, n_prompt, n_gen, depth in (
+        ("prefill", a.n_prompt, 0, 0),
+        ("decode", 0, a.n_gen, a.n_prompt),
+    ):
+        if max(n_prompt, n_gen) > 0:
+            sizes = ["-p", str(n_prompt), "-n", str(n_gen), "-d", str(depth), "-r", str(a.reps)]
+            rows = json.loads(run(cmd + sizes + ["-o", "json"] + extra))
+            if len(rows) != 1:
+                raise BenchError(f"{cmd[0]}: expected one test, got {len(rows)}")
+            tests[key] = rows[0]
+    return tests
 
 
 def krafla_once(binary: str, model: str, threads: int, a: argparse.Namespace) -> dict:
-    """The same two tests as llama_once: prefill from an empty cache, decode after the prompt."""
+    """The same two tests as llama_once, each row with the ISA it ran."""
     res = {"prefill_tok_s": 0.0, "decode_tok_s": 0.0}
-    if a.n_prompt > 0:
-        t = krafla_test(binary, model, threads, a, a.n_prompt, 0, 0)
-        res["prefill_tok_s"] = median(t["samples_ts"])
-        res["isa"], res["prefill"] = t["isa"], t
-    if a.n_gen > 0:
-        t = krafla_test(binary, model, threads, a, 0, a.n_gen, a.n_prompt)
-        res["decode_tok_s"] = median(t["samples_ts"])
-        res["isa"], res["decode"] = t["isa"], t
+    for key, t in bench_tests([binary, "-m", model, "-t", str(threads)], [], a).items():
+        res[f"{key}_tok_s"] = median(t["samples_ts"])
+        res["isa"], res[key] = t["isa"], t
     return res
-
-
-def llama_test(
-    binary: str,
-    gguf: str,
-    threads: int,
-    a: argparse.Namespace,
-    n_prompt: int,
-    n_gen: int,
-    depth: int,
-) -> dict:
-    cmd = [
-        binary,
-        "-m",
-        gguf,
-        "-t",
-        str(threads),
-        "-p",
-        str(n_prompt),
-        "-n",
-        str(n_gen),
-        "-d",
-        str(depth),
-        "-r",
-        str(a.reps),
-        "-o",
-        "json",
-    ] + a.llama_args
-    rows = json.loads(run(cmd))
-    if len(rows) != 1:
-        raise BenchError(f"{binary}: expected one test, got {len(rows)}")
-    return rows[0]
 
 
 def llama_once(binary: str, gguf: str, threads: int, a: argparse.Namespace) -> dict:
     """Prefill of -p tokens from an empty cache; decode of -n tokens after a -p token prompt."""
     res = {"prefill_tok_s": 0.0, "decode_tok_s": 0.0}
-    if a.n_prompt > 0:
-        t = llama_test(binary, gguf, threads, a, a.n_prompt, 0, 0)
-        res["prefill_tok_s"] = median(t["samples_ts"])
-        res["info"] = t
-    if a.n_gen > 0:
-        t = llama_test(binary, gguf, threads, a, 0, a.n_gen, a.n_prompt)
-        res["decode_tok_s"] = median(t["samples_ts"])
+    for key, t in bench_tests([binary, "-m", gguf, "-t", str(threads)], a.llama_args, a).items():
+        res[f"{key}_tok_s"] = median(t["samples_ts"])
         res["info"] = t
     return res
 

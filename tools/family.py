@@ -25,6 +25,7 @@ import numpy as np
 import safetensors_io as st
 from hf_config import ConvertError, text_part
 
+Json = dict[str, Any]  # a parsed JSON object: config.json, tokenizer.json, the .mlb config
 Plan = list[tuple[str, str, str, tuple[int, ...]]]
 Getter = Callable[[str, slice], np.ndarray]
 IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
@@ -51,16 +52,16 @@ class Family:
     model_types: dict[str, str] = {}  # model_type -> the transformers class it must name
     wrapper = ""  # the image-text model_type that nests the text config under text_config
     text_type = ""  # the model_type its text_config must have
-    defaults: dict[str, Any] = {}  # config class defaults of the keys read
+    defaults: Json = {}  # config class defaults of the keys read
     skip_prefixes: tuple[str, ...] = ()  # tensors of towers the .mlb leaves out
     records_skipped = True  # the source record counts the skipped tensors
     layouts: tuple[tuple[str, str], ...] = (("model.", "lm_head.weight"),)
     layouts_text = "model."  # the prefixes, for the message when none has an embedding
 
-    def matches(self, cfg: dict[str, Any]) -> bool:
+    def matches(self, cfg: Json) -> bool:
         return cfg.get("model_type") in self.model_types
 
-    def default_q4_rule(self, cfg: dict[str, Any]) -> str:
+    def default_q4_rule(self, cfg: Json) -> str:
         return "fit"
 
     def skip_note(self, n: int) -> str:
@@ -68,21 +69,15 @@ class Family:
 
     # ------------------------------------------------------------ config
 
-    def text_config(self, cfg: dict[str, Any]) -> dict[str, Any]:
+    def text_config(self, cfg: Json) -> Json:
         """The language model's config with the class defaults filled in (text_part)."""
         return text_part(cfg, self.model_types, self.wrapper, self.text_type, self.defaults)
 
-    def raw_text(self, cfg: dict[str, Any]) -> dict[str, Any]:
+    def raw_text(self, cfg: Json) -> Json:
         """The checkpoint's own text_config (no defaults) of the image-text type, else {}."""
         return (cfg.get("text_config") or {}) if cfg.get("model_type") == self.wrapper else {}
 
-    def normalize_config(
-        self,
-        cfg: dict[str, Any],
-        gen_cfg: dict[str, Any],
-        tok_json: dict[str, Any],
-        tok_cfg: dict[str, Any],
-    ) -> dict[str, Any]:
+    def normalize_config(self, cfg: Json, gen_cfg: Json, tok_json: Json, tok_cfg: Json) -> Json:
         raise NotImplementedError
 
     # ------------------------------------------------------------ tensors
@@ -94,12 +89,10 @@ class Family:
                 return base, head
         raise ConvertError(f"missing tensors: no embed_tokens.weight under {self.layouts_text}")
 
-    def layer_plan(self, c: dict[str, Any], i: int, p: str, h: str) -> Plan:
+    def layer_plan(self, c: Json, i: int, p: str, h: str) -> Plan:
         raise NotImplementedError
 
-    def tensor_plan(
-        self, c: dict[str, Any], base: str = "model.", head: str = "lm_head.weight"
-    ) -> Plan:
+    def tensor_plan(self, c: Json, base: str = "model.", head: str = "lm_head.weight") -> Plan:
         """(mlb name, HF name, class, expected shape): the embedding, the layers, the final
         norm and, unless tied, the output projection."""
         d, v = c["dim"], c["n_vocab"]
@@ -115,15 +108,15 @@ class Family:
         """The shape of planned source hf as the plan states it."""
         return tuple(shapes[hf])
 
-    def shape_hint(self, name: str, hf: str, c: dict[str, Any]) -> str:
+    def shape_hint(self, name: str, hf: str, c: Json) -> str:
         """More words for a mis-shaped tensor's message."""
         return ""
 
-    def check_heads(self, shapes: dict[str, tuple[int, ...]], c: dict[str, Any]) -> None:
+    def check_heads(self, shapes: dict[str, tuple[int, ...]], c: Json) -> None:
         """A check of the attention heads before the per-tensor shapes (llama-like)."""
 
     def check_tensors(
-        self, plan: Plan, shapes: dict[str, tuple[int, ...]], c: dict[str, Any], head: str
+        self, plan: Plan, shapes: dict[str, tuple[int, ...]], c: Json, head: str
     ) -> list[str]:
         """Refuse missing, extra or mis-shaped tensors, naming them; returns the skipped ones.
         A planned source 'X#part' is a part of the stored tensor X."""
@@ -151,5 +144,5 @@ class Family:
                 )
         return skipped
 
-    def getter(self, ck: st.Checkpoint, plan: Plan, c: dict[str, Any]) -> Getter:
+    def getter(self, ck: st.Checkpoint, plan: Plan, c: Json) -> Getter:
         return ck.get

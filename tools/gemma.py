@@ -28,13 +28,11 @@ final_logit_softcapping on the image-text class (its forward ignores it).
 from __future__ import annotations
 
 import math
-from typing import Any
-
 import numpy as np
 
 import convert_tokenizer as ctok
 import safetensors_io as st
-from family import Family, Getter, Plan, mlp_plan
+from family import Family, Getter, Json, Plan, mlp_plan
 from hf_config import (
     ConvertError,
     attention_shape,
@@ -52,48 +50,23 @@ MODEL_TYPES = {
 }
 GELU_TANH = ("gelu_pytorch_tanh", "gelu_new")  # ACT2FN names of the tanh approximation
 # Class defaults of the config keys the converter reads (Gemma2Config, Gemma3TextConfig).
+# fmt: off
 DEFAULTS = {
-    "gemma2": dict(
-        vocab_size=256000,
-        hidden_size=2304,
-        intermediate_size=9216,
-        num_hidden_layers=26,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        head_dim=256,
-        max_position_embeddings=8192,
-        rms_norm_eps=1e-6,
-        rope_theta=10000.0,
-        query_pre_attn_scalar=256,
-        sliding_window=4096,
-        final_logit_softcapping=30.0,
-        attn_logit_softcapping=50.0,
-        tie_word_embeddings=True,
-        bos_token_id=2,
-        eos_token_id=1,
-    ),
-    "gemma3_text": dict(
-        vocab_size=262208,
-        hidden_size=2304,
-        intermediate_size=9216,
-        num_hidden_layers=26,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        head_dim=256,
-        max_position_embeddings=131072,
-        rms_norm_eps=1e-6,
-        rope_theta=1000000.0,
-        rope_local_base_freq=10000.0,
-        query_pre_attn_scalar=256,
-        sliding_window=4096,
-        sliding_window_pattern=6,
-        final_logit_softcapping=None,
-        attn_logit_softcapping=None,
-        tie_word_embeddings=True,
-        bos_token_id=2,
-        eos_token_id=1,
-    ),
+    "gemma2": dict(vocab_size=256000, hidden_size=2304, intermediate_size=9216,
+                   num_hidden_layers=26, num_attention_heads=8, num_key_value_heads=4,
+                   head_dim=256, max_position_embeddings=8192, rms_norm_eps=1e-6,
+                   rope_theta=10000.0, query_pre_attn_scalar=256, sliding_window=4096,
+                   final_logit_softcapping=30.0, attn_logit_softcapping=50.0,
+                   tie_word_embeddings=True, bos_token_id=2, eos_token_id=1),
+    "gemma3_text": dict(vocab_size=262208, hidden_size=2304, intermediate_size=9216,
+                        num_hidden_layers=26, num_attention_heads=8, num_key_value_heads=4,
+                        head_dim=256, max_position_embeddings=131072, rms_norm_eps=1e-6,
+                        rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                        query_pre_attn_scalar=256, sliding_window=4096, sliding_window_pattern=6,
+                        final_logit_softcapping=None, attn_logit_softcapping=None,
+                        tie_word_embeddings=True, bos_token_id=2, eos_token_id=1),
 }
+# fmt: on
 VISION_PREFIXES = (
     "vision_tower.",
     "multi_modal_projector.",
@@ -103,7 +76,7 @@ VISION_PREFIXES = (
 Q4_RULE = {"gemma2": "fit", "gemma3": "round"}  # --q4-rule default per arch (docs/quantization.md)
 
 
-def _check_features(cfg: dict[str, Any], text: dict[str, Any], arch: str) -> None:
+def _check_features(cfg: Json, text: Json, arch: str) -> None:
     w = text["_where"]
     act = text.get("hidden_activation", "gelu_pytorch_tanh")
     if act not in GELU_TANH:
@@ -129,7 +102,7 @@ def _check_features(cfg: dict[str, Any], text: dict[str, Any], arch: str) -> Non
         )
 
 
-def layer_types(text: dict[str, Any], arch: str, n: int) -> list[str]:
+def layer_types(text: Json, arch: str, n: int) -> list[str]:
     types = text.get("layer_types")
     if types is None:
         if arch == "gemma2":
@@ -150,7 +123,7 @@ def layer_types(text: dict[str, Any], arch: str, n: int) -> list[str]:
     return types
 
 
-def _rope_dicts(text: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _rope_dicts(text: Json) -> tuple[Json, Json]:
     """Gemma 3 (global, local) rope parameter dicts with rope_theta set, as
     Gemma3TextConfig.convert_rope_params_to_dict builds them."""
     rp = text.get("rope_parameters") or {}
@@ -168,7 +141,7 @@ def _rope_dicts(text: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return glob, loc
 
 
-def _rope(text: dict[str, Any], sc: dict[str, Any], head_dim: int) -> tuple[list[float], float]:
+def _rope(text: Json, sc: Json, head_dim: int) -> tuple[list[float], float]:
     fake = {
         "rope_scaling": sc,
         "rope_theta": sc["rope_theta"],
@@ -181,7 +154,7 @@ def _rope(text: dict[str, Any], sc: dict[str, Any], head_dim: int) -> tuple[list
     return compute_rope(fake, head_dim)
 
 
-def _gemma2_rope(text: dict[str, Any]) -> dict[str, Any]:
+def _gemma2_rope(text: Json) -> Json:
     sc = text.get("rope_scaling") or text.get("rope_parameters") or {}
     if sc and set(sc) <= {"full_attention", "sliding_attention"}:
         subs = list(sc.values())
@@ -208,7 +181,7 @@ class GemmaFamily(Family):
     )
     layouts_text = "model., language_model.model. or model.language_model."
 
-    def default_q4_rule(self, cfg: dict[str, Any]) -> str:
+    def default_q4_rule(self, cfg: Json) -> str:
         return Q4_RULE["gemma2" if cfg.get("model_type") == "gemma2" else "gemma3"]
 
     def skip_note(self, n: int) -> str:
@@ -217,7 +190,7 @@ class GemmaFamily(Family):
             "the .mlb holds the text model only"
         )
 
-    def text_config(self, cfg: dict[str, Any]) -> dict[str, Any]:
+    def text_config(self, cfg: Json) -> Json:
         """The text config with the class defaults of its type filled in."""
         mt = cfg.get("model_type")
         if mt not in MODEL_TYPES:
@@ -232,13 +205,7 @@ class GemmaFamily(Family):
             DEFAULTS["gemma3_text" if mt == "gemma3" else mt],
         )
 
-    def normalize_config(
-        self,
-        cfg: dict[str, Any],
-        gen_cfg: dict[str, Any],
-        tok_json: dict[str, Any],
-        tok_cfg: dict[str, Any],
-    ) -> dict[str, Any]:
+    def normalize_config(self, cfg: Json, gen_cfg: Json, tok_json: Json, tok_cfg: Json) -> Json:
         """docs/format.md's config keys from a Gemma 2/3 config.json."""
         text = self.text_config(cfg)
         arch = "gemma2" if cfg.get("model_type") == "gemma2" else "gemma3"
@@ -285,39 +252,32 @@ class GemmaFamily(Family):
         tied = bool(text.get("tie_word_embeddings", True))
         if cfg.get("model_type") == "gemma3":
             tied = tied and bool(cfg.get("tie_word_embeddings", True))
+        # fmt: off
         c = {
-            "arch": arch,
-            "n_vocab": int(text["vocab_size"]),
-            "dim": dim,
-            "n_layers": n,
-            "n_heads": nh,
-            "n_kv_heads": nkv,
-            "head_dim": hd,
+            "arch": arch, "n_vocab": int(text["vocab_size"]), "dim": dim, "n_layers": n,
+            "n_heads": nh, "n_kv_heads": nkv, "head_dim": hd,
             "ffn_dim": int(text["intermediate_size"]),
             "norm_eps": float(text.get("rms_norm_eps") or 1e-6),
-            "rope_freqs": rope_freqs,
-            "rope_attn_factor": attn,
-            "max_ctx": int(text["max_position_embeddings"]),
-            "sliding_window": 0,
+            "rope_freqs": rope_freqs, "rope_attn_factor": attn,
+            "max_ctx": int(text["max_position_embeddings"]), "sliding_window": 0,
             "tie_embeddings": tied,
-            "bos_id": bos[0] if bos else int(text.get("bos_token_id", -1) or -1),
-            "eos_ids": eos,
+            "bos_id": bos[0] if bos else int(text.get("bos_token_id", -1) or -1), "eos_ids": eos,
             "chat_template": chat,
             "activation": "gelu_tanh",
             "embd_scale": float(np.float32(math.sqrt(dim))),
             "attn_scale": float(text.get("query_pre_attn_scalar") or 256) ** -0.5,
             "attn_softcap": caps["attn_logit_softcapping"] if arch == "gemma2" else 0.0,
             "final_softcap": caps["final_logit_softcapping"],
-            "post_norms": True,
-            "qk_norm": arch == "gemma3",
+            "post_norms": True, "qk_norm": arch == "gemma3",
             "layer_window": [int(window) if t == "sliding_attention" else 0 for t in types],
         }
+        # fmt: on
         if arch == "gemma3":
             c["rope_freqs_local"] = local_freqs
             c["layer_rope_local"] = [t == "sliding_attention" for t in types]
         return c
 
-    def layer_plan(self, c: dict[str, Any], i: int, p: str, h: str) -> Plan:
+    def layer_plan(self, c: Json, i: int, p: str, h: str) -> Plan:
         """Gemma norms are class "norm" (F32 vectors, stored as 1 + w)."""
         d, hd, f = c["dim"], c["head_dim"], c["ffn_dim"]
         qd, kvd = c["n_heads"] * hd, c["n_kv_heads"] * hd
@@ -341,7 +301,7 @@ class GemmaFamily(Family):
             (p + "ffn_post_norm", h + "post_feedforward_layernorm.weight", "norm", (d,)),
         ]
 
-    def shape_hint(self, name: str, hf: str, c: dict[str, Any]) -> str:
+    def shape_hint(self, name: str, hf: str, c: Json) -> str:
         if not name.endswith(("attn_q", "attn_k")):
             return ""
         q = name.endswith("q")
@@ -350,7 +310,7 @@ class GemmaFamily(Family):
             f" {c['n_heads'] if q else c['n_kv_heads']}, hidden_size {c['dim']})"
         )
 
-    def getter(self, ck: st.Checkpoint, plan: Plan, c: dict[str, Any]) -> Getter:
+    def getter(self, ck: st.Checkpoint, plan: Plan, c: Json) -> Getter:
         """Gemma's (1 + w) norms stored as the multiplier, computed in float32."""
         plus_one = {hf for _, hf, cls, _ in plan if cls == "norm"}
 

@@ -17,10 +17,8 @@ RoPE scaling follows modeling_rope_utils.py (hf_config.compute_rope).
 
 from __future__ import annotations
 
-from typing import Any
-
 import convert_tokenizer as ctok
-from family import Family, Plan, mlp_plan
+from family import Family, Json, Plan, mlp_plan
 from hf_config import ConvertError, attention_shape, compute_rope, first_ids, merged_ids, req
 
 ARCHS = {
@@ -35,7 +33,7 @@ DEFAULT_TIED = {"smollm3": True}  # SmolLM3Config.tie_word_embeddings default
 WINDOW_ARCHS = ("qwen2", "qwen3", "smollm3")  # per-layer windows (layer_window key)
 
 
-def check_supported(cfg: dict[str, Any]) -> str:
+def check_supported(cfg: Json) -> str:
     """The arch name, or a refusal naming the offending field."""
     mt = cfg.get("model_type")
     if mt not in ARCHS:
@@ -56,7 +54,7 @@ def check_supported(cfg: dict[str, Any]) -> str:
     return mt
 
 
-def layer_rope(cfg: dict[str, Any], arch: str, n_layers: int) -> list[bool] | None:
+def layer_rope(cfg: Json, arch: str, n_layers: int) -> list[bool] | None:
     """SmolLM3: per layer, whether RoPE is applied (no_rope_layers: 1 = RoPE, 0 = NoPE)."""
     if arch != "smollm3":
         return None
@@ -71,9 +69,7 @@ def layer_rope(cfg: dict[str, Any], arch: str, n_layers: int) -> list[bool] | No
     return [bool(f) for f in flags[:n_layers]]
 
 
-def layer_window(
-    cfg: dict[str, Any], arch: str, n_layers: int, rope: list[bool] | None
-) -> list[int] | None:
+def layer_window(cfg: Json, arch: str, n_layers: int, rope: list[bool] | None) -> list[int] | None:
     """Per-layer sliding window (0 = full attention) for the families that have one."""
     if arch not in WINDOW_ARCHS:
         return None
@@ -117,16 +113,10 @@ class LlamaFamily(Family):
     model_types = ARCHS
     records_skipped = False  # the source record predates skipped towers
 
-    def matches(self, cfg: dict[str, Any]) -> bool:
+    def matches(self, cfg: Json) -> bool:
         return True  # the fallback: check_supported names what is not supported
 
-    def normalize_config(
-        self,
-        cfg: dict[str, Any],
-        gen_cfg: dict[str, Any],
-        tok_json: dict[str, Any],
-        tok_cfg: dict[str, Any],
-    ) -> dict[str, Any]:
+    def normalize_config(self, cfg: Json, gen_cfg: Json, tok_json: Json, tok_cfg: Json) -> Json:
         """docs/format.md's config keys from a Hugging Face config.json."""
         arch = check_supported(cfg)
         dim, n_heads, n_kv, head_dim = attention_shape(cfg, "", DEFAULT_HEAD_DIM.get(arch))
@@ -139,25 +129,19 @@ class LlamaFamily(Family):
         if not eos and ctok.special_id(tok_json, tok_cfg, "eos_token") >= 0:
             eos = [ctok.special_id(tok_json, tok_cfg, "eos_token")]
         tied = cfg.get("tie_word_embeddings", DEFAULT_TIED.get(arch, False))
+        # fmt: off
         c = {
-            "arch": arch,
-            "n_vocab": int(req(cfg, "vocab_size")),
-            "dim": dim,
-            "n_layers": n_layers,
-            "n_heads": n_heads,
-            "n_kv_heads": n_kv,
-            "head_dim": head_dim,
+            "arch": arch, "n_vocab": int(req(cfg, "vocab_size")), "dim": dim,
+            "n_layers": n_layers, "n_heads": n_heads, "n_kv_heads": n_kv, "head_dim": head_dim,
             "ffn_dim": int(req(cfg, "intermediate_size")),
             "norm_eps": float(cfg.get("rms_norm_eps", 1e-6)),
-            "rope_freqs": rope_freqs,
-            "rope_attn_factor": attn,
+            "rope_freqs": rope_freqs, "rope_attn_factor": attn,
             "max_ctx": int(cfg.get("max_position_embeddings", 2048)),
-            "sliding_window": int(sw or 0),
-            "tie_embeddings": bool(tied),
-            "bos_id": bos_id,
-            "eos_ids": eos,
+            "sliding_window": int(sw or 0), "tie_embeddings": bool(tied),
+            "bos_id": bos_id, "eos_ids": eos,
             "chat_template": ctok.guess_chat_template(tok_json, tok_cfg),
         }
+        # fmt: on
         if arch in WINDOW_ARCHS:
             rope = layer_rope(cfg, arch, n_layers)
             c["qkv_bias"] = arch == "qwen2"
@@ -170,7 +154,7 @@ class LlamaFamily(Family):
     def layout(self, names: set[str]) -> tuple[str, str]:
         return "model.", "lm_head.weight"  # a missing embedding is listed with the others
 
-    def layer_plan(self, c: dict[str, Any], i: int, p: str, h: str) -> Plan:
+    def layer_plan(self, c: Json, i: int, p: str, h: str) -> Plan:
         d, hd, f = c["dim"], c["head_dim"], c["ffn_dim"]
         qd, kvd = c["n_heads"] * hd, c["n_kv_heads"] * hd
         plan = [
@@ -193,7 +177,7 @@ class LlamaFamily(Family):
         plan.append((p + "ffn_norm", h + "post_attention_layernorm.weight", "norm", (d,)))
         return plan + mlp_plan(p, h, d, f)
 
-    def check_heads(self, shapes: dict[str, tuple[int, ...]], c: dict[str, Any]) -> None:
+    def check_heads(self, shapes: dict[str, tuple[int, ...]], c: Json) -> None:
         for proj, key, heads in (
             ("q", "num_attention_heads", c["n_heads"]),
             ("k", "num_key_value_heads", c["n_kv_heads"]),

@@ -25,41 +25,28 @@ dense family).
 from __future__ import annotations
 
 import sys
-from typing import Any
-
 import numpy as np
 
 import convert_tokenizer as ctok
 import safetensors_io as st
-from family import Family, Getter, Plan, mlp_plan
+from family import Family, Getter, Json, Plan, mlp_plan
 from hf_config import ConvertError, attention_shape, first_ids, merged_ids
 
 MODEL_TYPES = {"qwen3_5": "Qwen3_5ForConditionalGeneration", "qwen3_5_text": "Qwen3_5ForCausalLM"}
 # Qwen3_5TextConfig class defaults for the keys read here.
-DEFAULTS = dict(
-    vocab_size=248320,
-    hidden_size=4096,
-    intermediate_size=12288,
-    num_hidden_layers=32,
-    num_attention_heads=16,
-    num_key_value_heads=4,
-    hidden_act="silu",
-    max_position_embeddings=32768,
-    rms_norm_eps=1e-6,
-    tie_word_embeddings=False,
-    attention_bias=False,
-    head_dim=256,
-    linear_conv_kernel_dim=4,
-    linear_key_head_dim=128,
-    linear_value_head_dim=128,
-    linear_num_key_heads=16,
-    linear_num_value_heads=32,
-)
+# fmt: off
+DEFAULTS = dict(vocab_size=248320, hidden_size=4096, intermediate_size=12288, num_hidden_layers=32,
+                num_attention_heads=16, num_key_value_heads=4, hidden_act="silu",
+                max_position_embeddings=32768, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                attention_bias=False, head_dim=256, linear_conv_kernel_dim=4,
+                linear_key_head_dim=128, linear_value_head_dim=128, linear_num_key_heads=16,
+                linear_num_value_heads=32)
+# fmt: on
 SKIP_PREFIXES = ("model.visual.", "visual.", "mtp.", "model.mtp.")
 LINEAR, FULL = "linear_attention", "full_attention"
 
 
-def _check_features(text: dict[str, Any]) -> None:
+def _check_features(text: Json) -> None:
     w = text["_where"]
     if text.get("hidden_act", "silu") != "silu":
         raise ConvertError(
@@ -79,7 +66,7 @@ def _check_features(text: dict[str, Any]) -> None:
             )
 
 
-def layer_types(text: dict[str, Any], n: int) -> list[str]:
+def layer_types(text: Json, n: int) -> list[str]:
     types = text.get("layer_types")
     if types is None:
         every = int(text.get("full_attention_interval") or 4)
@@ -97,7 +84,7 @@ def layer_types(text: dict[str, Any], n: int) -> list[str]:
     return types
 
 
-def rope(text: dict[str, Any], head_dim: int) -> tuple[list[float], int]:
+def rope(text: Json, head_dim: int) -> tuple[list[float], int]:
     """(inverse frequencies [rot/2], rot): default RoPE over the first rot = head_dim *
     partial_rotary_factor dims (Qwen3_5TextRotaryEmbedding.compute_default_rope_parameters)."""
     w = text["_where"]
@@ -137,13 +124,7 @@ class Qwen35Family(Family):
             "(model.visual.*, mtp.*); the .mlb holds the language model only"
         )
 
-    def normalize_config(
-        self,
-        cfg: dict[str, Any],
-        gen_cfg: dict[str, Any],
-        tok_json: dict[str, Any],
-        tok_cfg: dict[str, Any],
-    ) -> dict[str, Any]:
+    def normalize_config(self, cfg: Json, gen_cfg: Json, tok_json: Json, tok_cfg: Json) -> Json:
         """docs/format.md's config keys from a Qwen3.5 config.json."""
         text = self.text_config(cfg)
         _check_features(text)
@@ -181,35 +162,25 @@ class Qwen35Family(Family):
         tied = bool(text.get("tie_word_embeddings", False))
         if cfg.get("model_type") == "qwen3_5":
             tied = bool(cfg.get("tie_word_embeddings", tied))
+        # fmt: off
         return {
-            "arch": "qwen3_5",
-            "n_vocab": n_vocab,
-            "dim": dim,
-            "n_layers": n,
-            "n_heads": nh,
-            "n_kv_heads": nkv,
-            "head_dim": hd,
+            "arch": "qwen3_5", "n_vocab": n_vocab, "dim": dim, "n_layers": n,
+            "n_heads": nh, "n_kv_heads": nkv, "head_dim": hd,
             "ffn_dim": int(text["intermediate_size"]),
             "norm_eps": float(text.get("rms_norm_eps") or 1e-6),
-            "rope_freqs": freqs,
-            "rope_dim": rot,
-            "max_ctx": int(text["max_position_embeddings"]),
-            "sliding_window": 0,
-            "tie_embeddings": tied,
-            "bos_id": bos[0] if bos else -1,
-            "eos_ids": eos,
+            "rope_freqs": freqs, "rope_dim": rot,
+            "max_ctx": int(text["max_position_embeddings"]), "sliding_window": 0,
+            "tie_embeddings": tied, "bos_id": bos[0] if bos else -1, "eos_ids": eos,
             "chat_template": ctok.guess_chat_template(tok_json, tok_cfg),
-            "qk_norm": True,
-            "attn_gate": True,
+            "qk_norm": True, "attn_gate": True,
             "layer_linear": [t == LINEAR for t in types],
-            "lin_k_heads": nk,
-            "lin_v_heads": nv,
-            "lin_k_dim": int(text["linear_key_head_dim"]),
+            "lin_k_heads": nk, "lin_v_heads": nv, "lin_k_dim": int(text["linear_key_head_dim"]),
             "lin_v_dim": int(text["linear_value_head_dim"]),
             "lin_conv": int(text["linear_conv_kernel_dim"]),
         }
+        # fmt: on
 
-    def layer_plan(self, c: dict[str, Any], i: int, p: str, h: str) -> Plan:
+    def layer_plan(self, c: Json, i: int, p: str, h: str) -> Plan:
         """A source 'X#query' / 'X#gate' is half of q_proj X; class "norm" = f32 (vectors and
         the conv kernel)."""
         d, hd, f = c["dim"], c["head_dim"], c["ffn_dim"]
@@ -251,12 +222,12 @@ class Qwen35Family(Family):
         s = tuple(shapes[hf])
         return (s[0], s[2]) if hf.endswith("conv1d.weight") and len(s) == 3 and s[1] == 1 else s
 
-    def shape_hint(self, name: str, hf: str, c: dict[str, Any]) -> str:
+    def shape_hint(self, name: str, hf: str, c: Json) -> str:
         if hf.endswith("#query"):
             return " (q_proj must hold 2 x num_attention_heads x head_dim rows: query and gate)"
         return ""
 
-    def getter(self, ck: st.Checkpoint, plan: Plan, c: dict[str, Any]) -> Getter:
+    def getter(self, ck: st.Checkpoint, plan: Plan, c: Json) -> Getter:
         """Tensor getter applying the stored forms: 1 + w for zero-centered norms, the q_proj
         halves, the conv kernel without its channel axis, and -exp(A_log)."""
         plus_one = {
