@@ -42,6 +42,30 @@ NORM_STD = 0.1  # norm weights: N(1, 0.1), or N(0, 0.1) where the model multipli
 Spec = tuple  # (shape, std) or (shape, std, mean)
 
 
+def size_config(s: dict) -> dict[str, int]:
+    """config.json's size keys (hidden_size .. head_dim) of a generator's shape dict s."""
+    return {
+        "hidden_size": s["dim"],
+        "intermediate_size": s["ffn"],
+        "num_hidden_layers": s["n_layers"],
+        "num_attention_heads": s["n_heads"],
+        "num_key_value_heads": s["n_kv_heads"],
+        "head_dim": s["head_dim"],
+    }
+
+
+def attn_specs(p: str, s: dict, qk: float, g: float) -> dict[str, Spec]:
+    """q/k/v/o_proj of HF layer prefix p: q and k N(0, qk/sqrt(dim)), v and o N(0, g/sqrt(in))."""
+    d, q, kv = s["dim"], s["n_heads"] * s["head_dim"], s["n_kv_heads"] * s["head_dim"]
+    a = p + "self_attn."
+    return {
+        a + "q_proj.weight": ((q, d), qk / np.sqrt(d)),
+        a + "k_proj.weight": ((kv, d), qk / np.sqrt(d)),
+        a + "v_proj.weight": ((kv, d), g / np.sqrt(d)),
+        a + "o_proj.weight": ((d, q), g / np.sqrt(q)),
+    }
+
+
 def resolve_tokenizer(name: str) -> str:
     """A directory with tokenizer.json: NAME_OR_DIR as a path, else REPO/.models/tokenizers/NAME."""
     if os.path.isfile(os.path.join(name, "tokenizer.json")):

@@ -31,96 +31,33 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mlb  # noqa: E402
 from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, REPO  # noqa: E402
 from gen_common import TORCH_DTYPE, Spec, add_common_args, load_tokenizer  # noqa: E402
-from gen_common import write_checkpoint  # noqa: E402
+from gen_common import attn_specs, size_config, write_checkpoint  # noqa: E402
 
-ARCHES = {
-    "gemma2": ("gemma2", "Gemma2ForCausalLM", "gemma2-tiny"),
-    "gemma3": ("gemma3_text", "Gemma3ForCausalLM", "gemma3-tiny"),
-    "gemma3-vl": ("gemma3", "Gemma3ForConditionalGeneration", "gemma3-vl-tiny"),
-}
-TINY = dict(
-    dim=128,
-    n_heads=4,
-    n_kv_heads=2,
-    head_dim=64,
-    ffn=384,
-    window=16,
-    qpas=32,
-    proj_gain=0.4,
-    qk_gain=0.7,
-    logit_std=1.6,
-)
+# fmt: off
+ARCHES = {"gemma2": ("gemma2", "Gemma2ForCausalLM", "gemma2-tiny"),
+          "gemma3": ("gemma3_text", "Gemma3ForCausalLM", "gemma3-tiny"),
+          "gemma3-vl": ("gemma3", "Gemma3ForConditionalGeneration", "gemma3-vl-tiny")}
+TINY = dict(dim=128, n_heads=4, n_kv_heads=2, head_dim=64, ffn=384, window=16, qpas=32,
+            proj_gain=0.4, qk_gain=0.7, logit_std=1.6)
 SHAPES: dict[str, dict] = {
-    "gemma2-tiny": dict(
-        TINY,
-        n_layers=4,
-        vocab=262144,
-        theta=10000.0,
-        max_pos=8192,
-        qk_gain=2.0,
-        attn_cap=8.0,
-        final_cap=12.0,
-    ),
-    "gemma3-tiny": dict(
-        TINY,
-        n_layers=6,
-        n_kv_heads=1,
-        vocab=262144,
-        theta=1000000.0,
-        local_theta=10000.0,
-        max_pos=32768,
-        pattern=3,
-    ),
-    "gemma3-vl-tiny": dict(
-        TINY,
-        n_layers=6,
-        vocab=262208,
-        theta=1000000.0,
-        local_theta=10000.0,
-        max_pos=131072,
-        pattern=3,
-        rope_scaling={"rope_type": "linear", "factor": 8.0},
-        vision=dict(
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            image_size=28,
-            patch_size=14,
-        ),
-        mm_tokens=4,
-    ),
-    "gemma2-2b": dict(
-        dim=2304,
-        n_layers=26,
-        n_heads=8,
-        n_kv_heads=4,
-        head_dim=256,
-        ffn=9216,
-        window=4096,
-        qpas=256,
-        vocab=262144,
-        theta=10000.0,
-        max_pos=8192,
-        attn_cap=50.0,
-        final_cap=30.0,
-    ),
-    "gemma3-1b": dict(
-        dim=1152,
-        n_layers=26,
-        n_heads=4,
-        n_kv_heads=1,
-        head_dim=256,
-        ffn=6912,
-        window=512,
-        qpas=256,
-        vocab=262144,
-        theta=1000000.0,
-        local_theta=10000.0,
-        max_pos=32768,
-        pattern=6,
-    ),
+    "gemma2-tiny": dict(TINY, n_layers=4, vocab=262144, theta=10000.0, max_pos=8192, qk_gain=2.0,
+                        attn_cap=8.0, final_cap=12.0),
+    "gemma3-tiny": dict(TINY, n_layers=6, n_kv_heads=1, vocab=262144, theta=1000000.0,
+                        local_theta=10000.0, max_pos=32768, pattern=3),
+    "gemma3-vl-tiny": dict(TINY, n_layers=6, vocab=262208, theta=1000000.0, local_theta=10000.0,
+                           max_pos=131072, pattern=3,
+                           rope_scaling={"rope_type": "linear", "factor": 8.0},
+                           vision=dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                                       num_attention_heads=2, image_size=28, patch_size=14),
+                           mm_tokens=4),
+    "gemma2-2b": dict(dim=2304, n_layers=26, n_heads=8, n_kv_heads=4, head_dim=256, ffn=9216,
+                      window=4096, qpas=256, vocab=262144, theta=10000.0, max_pos=8192,
+                      attn_cap=50.0, final_cap=30.0),
+    "gemma3-1b": dict(dim=1152, n_layers=26, n_heads=4, n_kv_heads=1, head_dim=256, ffn=6912,
+                      window=512, qpas=256, vocab=262144, theta=1000000.0, local_theta=10000.0,
+                      max_pos=32768, pattern=6),
 }
+# fmt: on
 # Post-norm weights w ~ N(POST_NORM_MEAN, 0.1): each sublayer adds ~0.4 of a unit-RMS vector to
 # the residual, so Q4_0 noise stays within the e2e KL limit while attention still matters.
 POST_NORM_MEAN = -0.6
@@ -130,12 +67,7 @@ def text_config(arch: str, s: dict, n_vocab: int, dtype: str) -> dict:
     model_type, _, _ = ARCHES[arch]
     c = {
         "model_type": "gemma2" if arch == "gemma2" else "gemma3_text",
-        "hidden_size": s["dim"],
-        "intermediate_size": s["ffn"],
-        "num_hidden_layers": s["n_layers"],
-        "num_attention_heads": s["n_heads"],
-        "num_key_value_heads": s["n_kv_heads"],
-        "head_dim": s["head_dim"],
+        **size_config(s),
         "hidden_activation": "gelu_pytorch_tanh",
         "hidden_act": "gelu_pytorch_tanh",
         "rms_norm_eps": 1e-6,
@@ -251,13 +183,7 @@ def tensor_specs(arch: str, s: dict, n_vocab: int, layout: str = "hub") -> dict[
     for i in range(s["n_layers"]):
         p = f"{base}layers.{i}."
         specs[p + "input_layernorm.weight"] = ((d,), NORM_STD)
-        specs[p + "self_attn.q_proj.weight"] = ((s["n_heads"] * hd, d), qk / np.sqrt(d))
-        specs[p + "self_attn.k_proj.weight"] = ((s["n_kv_heads"] * hd, d), qk / np.sqrt(d))
-        specs[p + "self_attn.v_proj.weight"] = ((s["n_kv_heads"] * hd, d), g / np.sqrt(d))
-        specs[p + "self_attn.o_proj.weight"] = (
-            (d, s["n_heads"] * hd),
-            g / np.sqrt(s["n_heads"] * hd),
-        )
+        specs.update(attn_specs(p, s, qk, g))
         if arch != "gemma2":
             specs[p + "self_attn.q_norm.weight"] = ((hd,), NORM_STD)
             specs[p + "self_attn.k_norm.weight"] = ((hd,), NORM_STD)

@@ -34,64 +34,22 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_tokenizer as ctok  # noqa: E402
 from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, REPO, Spec  # noqa: E402
-from gen_common import add_common_args, load_tokenizer, write_checkpoint  # noqa: E402
+from gen_common import add_common_args, load_tokenizer, size_config, write_checkpoint  # noqa: E402
 
-TINY = dict(
-    dim=128,
-    n_layers=4,
-    n_heads=4,
-    n_kv_heads=2,
-    head_dim=64,
-    ffn=256,
-    nk=2,
-    nv=4,
-    kdim=32,
-    vdim=32,
-    conv=4,
-    interval=2,
-    theta=10000000.0,
-    prf=0.25,
-    vocab=151936,
-    max_pos=262144,
-    tied=True,
-    proj_gain=0.35,
-    qk_gain=1.5,
-    logit_std=1.5,
-    qkv_gain=0.3,
-    z_gain=0.3,
-    conv_std=0.4,
-    out_gain=0.45,
-)
+# fmt: off
+TINY = dict(dim=128, n_layers=4, n_heads=4, n_kv_heads=2, head_dim=64, ffn=256, nk=2, nv=4,
+            kdim=32, vdim=32, conv=4, interval=2, theta=10000000.0, prf=0.25, vocab=151936,
+            max_pos=262144, tied=True, proj_gain=0.35, qk_gain=1.5, logit_std=1.5, qkv_gain=0.3,
+            z_gain=0.3, conv_std=0.4, out_gain=0.45)
 SHAPES: dict[str, dict] = {
     "qwen35-tiny": TINY,
-    "qwen3.5-0.8b": dict(
-        dim=1024,
-        n_layers=24,
-        n_heads=8,
-        n_kv_heads=2,
-        head_dim=256,
-        ffn=3584,
-        nk=16,
-        nv=16,
-        kdim=128,
-        vdim=128,
-        conv=4,
-        interval=4,
-        theta=10000000.0,
-        prf=0.25,
-        vocab=248320,
-        max_pos=262144,
-        tied=True,
-        explicit_types=True,
-        proj_gain=0.28,
-        qk_gain=1.2,
-        logit_std=1.5,
-        qkv_gain=0.25,
-        z_gain=0.3,
-        conv_std=0.35,
-        out_gain=0.35,
-    ),
+    "qwen3.5-0.8b": dict(dim=1024, n_layers=24, n_heads=8, n_kv_heads=2, head_dim=256, ffn=3584,
+                         nk=16, nv=16, kdim=128, vdim=128, conv=4, interval=4, theta=10000000.0,
+                         prf=0.25, vocab=248320, max_pos=262144, tied=True, explicit_types=True,
+                         proj_gain=0.28, qk_gain=1.2, logit_std=1.5, qkv_gain=0.25, z_gain=0.3,
+                         conv_std=0.35, out_gain=0.35),
 }
+# fmt: on
 
 
 def text_config(s: dict, n_vocab: int, text_only: bool) -> dict:
@@ -99,12 +57,7 @@ def text_config(s: dict, n_vocab: int, text_only: bool) -> dict:
     c = {
         "model_type": "qwen3_5_text",
         "vocab_size": n_vocab,
-        "hidden_size": s["dim"],
-        "intermediate_size": s["ffn"],
-        "num_hidden_layers": n,
-        "num_attention_heads": s["n_heads"],
-        "num_key_value_heads": s["n_kv_heads"],
-        "head_dim": s["head_dim"],
+        **size_config(s),
         "hidden_act": "silu",
         "attention_bias": False,
         "attn_output_gate": True,

@@ -34,71 +34,25 @@ import gen_qwen35  # noqa: E402
 import mlb  # noqa: E402
 from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, TORCH_DTYPE  # noqa: E402
 from gen_common import Spec, add_common_args, full_tensor, load_tokenizer  # noqa: E402
-from gen_common import write_checkpoint  # noqa: E402
+from gen_common import attn_specs, size_config, write_checkpoint  # noqa: E402
 
 
+# fmt: off
 SHAPES: dict[str, dict] = {
-    "tiny": dict(
-        dim=256,
-        n_layers=2,
-        n_heads=8,
-        n_kv_heads=2,
-        head_dim=32,
-        ffn=352,
-        theta=10000.0,
-        eps=1e-5,
-        max_pos=2048,
-        tied=False,
-        tok="llama2",
-    ),
-    "tinyllama": dict(
-        dim=2048,
-        n_layers=22,
-        n_heads=32,
-        n_kv_heads=4,
-        head_dim=64,
-        ffn=5632,
-        theta=10000.0,
-        eps=1e-5,
-        max_pos=2048,
-        tied=False,
-        tok="llama2",
-    ),
-    "llama3-1b": dict(
-        dim=2048,
-        n_layers=16,
-        n_heads=32,
-        n_kv_heads=8,
-        head_dim=64,
-        ffn=8192,
-        theta=500000.0,
-        eps=1e-5,
-        max_pos=131072,
-        tied=True,
-        tok="llama3",
-        rope_scaling={
-            "rope_type": "llama3",
-            "factor": 32.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 8192,
-        },
-    ),
-    "mistral-tiny": dict(
-        dim=128,
-        n_layers=2,
-        n_heads=4,
-        n_kv_heads=2,
-        head_dim=32,
-        ffn=256,
-        theta=10000.0,
-        eps=1e-5,
-        max_pos=4096,
-        tied=False,
-        tok="llama2",
-        sliding_window=16,
-    ),
+    "tiny": dict(dim=256, n_layers=2, n_heads=8, n_kv_heads=2, head_dim=32, ffn=352,
+                 theta=10000.0, eps=1e-5, max_pos=2048, tied=False, tok="llama2"),
+    "tinyllama": dict(dim=2048, n_layers=22, n_heads=32, n_kv_heads=4, head_dim=64, ffn=5632,
+                      theta=10000.0, eps=1e-5, max_pos=2048, tied=False, tok="llama2"),
+    "llama3-1b": dict(dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, head_dim=64, ffn=8192,
+                      theta=500000.0, eps=1e-5, max_pos=131072, tied=True, tok="llama3",
+                      rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0,
+                                    "original_max_position_embeddings": 8192}),
+    "mistral-tiny": dict(dim=128, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, ffn=256,
+                         theta=10000.0, eps=1e-5, max_pos=4096, tied=False, tok="llama2",
+                         sliding_window=16),
 }
+# fmt: on
 # Qwen/SmolLM shapes. The tiny ones exercise each family's feature: qwen2-tiny slides a
 # 16-token window on layers >= max_window_layers (2, 3) only; qwen3-tiny has head_dim 64 with
 # dim/n_heads = 32 (and q/k norms); smollm3-tiny mixes RoPE and NoPE layers (no_rope_layers
@@ -109,147 +63,44 @@ SHAPES: dict[str, dict] = {
 # the last logits by KL ~2-4 (qwen2-tiny ~0.3-0.5, its last two layers only see 16 tokens).
 # qwen3-tiny's q/k norms ignore qk_gain; a lower logit_std keeps its yarn variant in bounds.
 SMALL_GAINS = dict(proj_gain=0.45, qk_gain=0.7, logit_std=1.8)
-SHAPES.update(
-    {
-        "qwen2-tiny": dict(
-            **SMALL_GAINS,
-            dim=128,
-            n_layers=4,
-            n_heads=4,
-            n_kv_heads=2,
-            head_dim=32,
-            ffn=256,
-            theta=1000000.0,
-            eps=1e-6,
-            max_pos=4096,
-            tied=True,
-            tok="qwen3",
-            vocab=151936,
-            use_sliding_window=True,
-            sliding_window=16,
-            max_window_layers=2,
-        ),
-        "qwen2.5-0.5b": dict(
-            dim=896,
-            n_layers=24,
-            n_heads=14,
-            n_kv_heads=2,
-            head_dim=64,
-            ffn=4864,
-            theta=1000000.0,
-            eps=1e-6,
-            max_pos=32768,
-            tied=True,
-            tok="qwen3",
-            vocab=151936,
-            use_sliding_window=False,
-            sliding_window=32768,
-            max_window_layers=21,
-        ),
-        "qwen3-tiny": dict(
-            **dict(SMALL_GAINS, logit_std=1.5),
-            dim=128,
-            n_layers=3,
-            n_heads=4,
-            n_kv_heads=2,
-            head_dim=64,
-            ffn=256,
-            theta=1000000.0,
-            eps=1e-6,
-            max_pos=4096,
-            tied=True,
-            tok="qwen3",
-            vocab=151936,
-            use_sliding_window=False,
-            sliding_window=None,
-            max_window_layers=3,
-        ),
-        "qwen3-0.6b": dict(
-            dim=1024,
-            n_layers=28,
-            n_heads=16,
-            n_kv_heads=8,
-            head_dim=128,
-            ffn=3072,
-            theta=1000000.0,
-            eps=1e-6,
-            max_pos=40960,
-            tied=True,
-            tok="qwen3",
-            vocab=151936,
-            use_sliding_window=False,
-            sliding_window=None,
-            max_window_layers=28,
-        ),
-        "smollm3-tiny": dict(
-            **SMALL_GAINS,
-            dim=128,
-            n_layers=4,
-            n_heads=4,
-            n_kv_heads=2,
-            head_dim=32,
-            ffn=256,
-            theta=5000000.0,
-            eps=1e-6,
-            max_pos=4096,
-            tied=True,
-            tok="llama3",
-            no_rope_layers=[1, 0, 1, 0],
-        ),
-        "smollm3-3b": dict(
-            dim=2048,
-            n_layers=36,
-            n_heads=16,
-            n_kv_heads=4,
-            head_dim=128,
-            ffn=11008,
-            theta=5000000.0,
-            eps=1e-6,
-            max_pos=65536,
-            tied=True,
-            tok="llama3",
-            no_rope_layers=[int((i + 1) % 4 != 0) for i in range(36)],
-        ),
-        # SmolLM2 is LlamaForCausalLM with a GPT-2-style byte-level BPE; no SmolLM2 tokenizer is
-        # fetched here, so Qwen3's (also byte-level BPE) stands in.
-        "smollm2-tiny": dict(
-            **SMALL_GAINS,
-            dim=128,
-            n_layers=2,
-            n_heads=4,
-            n_kv_heads=2,
-            head_dim=32,
-            ffn=256,
-            theta=100000.0,
-            eps=1e-5,
-            max_pos=8192,
-            tied=True,
-            tok="qwen3",
-        ),
-        "smollm2-135m": dict(
-            dim=576,
-            n_layers=30,
-            n_heads=9,
-            n_kv_heads=3,
-            head_dim=64,
-            ffn=1536,
-            theta=100000.0,
-            eps=1e-5,
-            max_pos=8192,
-            tied=True,
-            tok="qwen3",
-        ),
-    }
-)
+# fmt: off
+SHAPES.update({
+    "qwen2-tiny": dict(**SMALL_GAINS, dim=128, n_layers=4, n_heads=4, n_kv_heads=2, head_dim=32,
+                       ffn=256, theta=1000000.0, eps=1e-6, max_pos=4096, tied=True, tok="qwen3",
+                       vocab=151936, use_sliding_window=True, sliding_window=16,
+                       max_window_layers=2),
+    "qwen2.5-0.5b": dict(dim=896, n_layers=24, n_heads=14, n_kv_heads=2, head_dim=64, ffn=4864,
+                         theta=1000000.0, eps=1e-6, max_pos=32768, tied=True, tok="qwen3",
+                         vocab=151936, use_sliding_window=False, sliding_window=32768,
+                         max_window_layers=21),
+    "qwen3-tiny": dict(**dict(SMALL_GAINS, logit_std=1.5), dim=128, n_layers=3, n_heads=4,
+                       n_kv_heads=2, head_dim=64, ffn=256, theta=1000000.0, eps=1e-6,
+                       max_pos=4096, tied=True, tok="qwen3", vocab=151936,
+                       use_sliding_window=False, sliding_window=None, max_window_layers=3),
+    "qwen3-0.6b": dict(dim=1024, n_layers=28, n_heads=16, n_kv_heads=8, head_dim=128, ffn=3072,
+                       theta=1000000.0, eps=1e-6, max_pos=40960, tied=True, tok="qwen3",
+                       vocab=151936, use_sliding_window=False, sliding_window=None,
+                       max_window_layers=28),
+    "smollm3-tiny": dict(**SMALL_GAINS, dim=128, n_layers=4, n_heads=4, n_kv_heads=2,
+                         head_dim=32, ffn=256, theta=5000000.0, eps=1e-6, max_pos=4096,
+                         tied=True, tok="llama3", no_rope_layers=[1, 0, 1, 0]),
+    "smollm3-3b": dict(dim=2048, n_layers=36, n_heads=16, n_kv_heads=4, head_dim=128, ffn=11008,
+                       theta=5000000.0, eps=1e-6, max_pos=65536, tied=True, tok="llama3",
+                       no_rope_layers=[int((i + 1) % 4 != 0) for i in range(36)]),
+    # SmolLM2 is LlamaForCausalLM with a GPT-2-style byte-level BPE; no SmolLM2 tokenizer is
+    # fetched here, so Qwen3's (also byte-level BPE) stands in.
+    "smollm2-tiny": dict(**SMALL_GAINS, dim=128, n_layers=2, n_heads=4, n_kv_heads=2,
+                         head_dim=32, ffn=256, theta=100000.0, eps=1e-5, max_pos=8192,
+                         tied=True, tok="qwen3"),
+    "smollm2-135m": dict(dim=576, n_layers=30, n_heads=9, n_kv_heads=3, head_dim=64, ffn=1536,
+                         theta=100000.0, eps=1e-5, max_pos=8192, tied=True, tok="qwen3"),
+})
 # --arch -> (model_type, architectures entry); smollm2 is the llama architecture.
-ARCH_CLASS = {
-    "llama": ("llama", "LlamaForCausalLM"),
-    "mistral": ("mistral", "MistralForCausalLM"),
-    "qwen2": ("qwen2", "Qwen2ForCausalLM"),
-    "qwen3": ("qwen3", "Qwen3ForCausalLM"),
-    "smollm3": ("smollm3", "SmolLM3ForCausalLM"),
-    "smollm2": ("llama", "LlamaForCausalLM"),
-}
+ARCH_CLASS = {"llama": ("llama", "LlamaForCausalLM"), "mistral": ("mistral", "MistralForCausalLM"),
+              "qwen2": ("qwen2", "Qwen2ForCausalLM"), "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+              "smollm3": ("smollm3", "SmolLM3ForCausalLM"),
+              "smollm2": ("llama", "LlamaForCausalLM")}
+# fmt: on
 # LOGIT_STD, PROJ_GAIN, QK_GAIN: gen_common.py.
 BIAS_STD = 0.5  # Qwen2 q/k/v biases: N(0, BIAS_STD), the size of a projected element
 
@@ -272,12 +123,7 @@ def make_config(arch: str, s: dict, n_vocab: int, bos: int, eos: int, dtype: str
     cfg = {
         "architectures": [cls],
         "model_type": model_type,
-        "hidden_size": s["dim"],
-        "intermediate_size": s["ffn"],
-        "num_hidden_layers": s["n_layers"],
-        "num_attention_heads": s["n_heads"],
-        "num_key_value_heads": s["n_kv_heads"],
-        "head_dim": s["head_dim"],
+        **size_config(s),
         "hidden_act": "silu",
         "rms_norm_eps": s["eps"],
         "rope_theta": s["theta"],
@@ -325,13 +171,7 @@ def tensor_specs(s: dict, n_vocab: int, arch: str = "llama") -> dict[str, Spec]:
     for i in range(s["n_layers"]):
         p = f"model.layers.{i}."
         specs[p + "input_layernorm.weight"] = ((d,), *norm)
-        specs[p + "self_attn.q_proj.weight"] = ((s["n_heads"] * hd, d), qk / np.sqrt(d))
-        specs[p + "self_attn.k_proj.weight"] = ((s["n_kv_heads"] * hd, d), qk / np.sqrt(d))
-        specs[p + "self_attn.v_proj.weight"] = ((s["n_kv_heads"] * hd, d), g / np.sqrt(d))
-        specs[p + "self_attn.o_proj.weight"] = (
-            (d, s["n_heads"] * hd),
-            g / np.sqrt(s["n_heads"] * hd),
-        )
+        specs.update(attn_specs(p, s, qk, g))
         if arch == "qwen2":
             for x, n in (("q", s["n_heads"]), ("k", s["n_kv_heads"]), ("v", s["n_kv_heads"])):
                 specs[p + f"self_attn.{x}_proj.bias"] = ((n * hd,), BIAS_STD)

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -77,6 +78,23 @@ class Weights:
 
     def close(self) -> None:
         self.ck.close()
+
+
+@dataclass
+class Options:
+    """How a forward reads its weights and computes (ref_forward.py's options): dtype dt; qtype,
+    q8 and q4_rule as Weights takes them (q4_rule None: the family's default); act_quant: the
+    inputs of the quantized matmuls go through quant.act_round_trip (Qwen3.5 only)."""
+
+    dt: type = np.float32
+    qtype: str | None = None
+    q8: set[str] | None = None
+    q4_rule: str | None = None
+    act_quant: bool = False
+
+    def weights(self, d: str, default_rule: str) -> Weights:
+        """The weights of checkpoint d; default_rule: the family's Q4_0 rule."""
+        return Weights(d, self.dt, self.qtype, self.q8, self.q4_rule or default_rule)
 
 
 # ---------------------------------------------------------------- norms, activations

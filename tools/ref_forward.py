@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io as st  # noqa: E402
-from ref_common import Weights, attend, causal_mask, cos_sin, inv_frequencies  # noqa: E402
+from ref_common import Options, attend, causal_mask, cos_sin, inv_frequencies  # noqa: E402
 from ref_common import load_config, repeat_kv, rms_norm, rope, silu  # noqa: E402
 
 PROG = "ref_forward.py"
@@ -91,17 +91,18 @@ def forward(
     act_quant: bool = False,
 ) -> np.ndarray:
     cfg = load_config(d)
+    opt = Options(dt, qtype, q8, q4_rule, act_quant)
     if act_quant and cfg.get("model_type") not in ("qwen3_5", "qwen3_5_text"):
         raise ValueError("--act-quant is implemented for the Qwen3.5 reference only")
     if cfg.get("model_type") in ("gemma2", "gemma3_text", "gemma3"):  # tools/ref_gemma.py
         import ref_gemma
 
-        return ref_gemma.forward(d, tokens, dt, qtype, q8, q4_rule)
+        return ref_gemma.forward(d, tokens, opt)
     if cfg.get("model_type") in ("qwen3_5", "qwen3_5_text"):  # tools/ref_qwen35.py
         import ref_qwen35
 
-        return ref_qwen35.forward(d, tokens, dt, qtype, q8, q4_rule, act_quant)
-    W = Weights(d, dt, qtype, q8, q4_rule or "fit")
+        return ref_qwen35.forward(d, tokens, opt)
+    W = opt.weights(d, "fit")
     dim, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
     hd = cfg.get("head_dim") or (128 if cfg["model_type"] == "qwen3" else dim // nh)

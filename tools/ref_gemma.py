@@ -33,41 +33,21 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_common import Weights, attend, causal_mask, cos_sin, inv_frequencies  # noqa: E402
+from ref_common import Options, attend, causal_mask, cos_sin, inv_frequencies  # noqa: E402
 from ref_common import load_config, repeat_kv, rms_norm, rope  # noqa: E402
 
 MODEL_TYPES = ("gemma2", "gemma3_text", "gemma3")
 # Config class defaults (Gemma2Config, Gemma3TextConfig) for the keys read here.
-G2 = dict(
-    head_dim=256,
-    rms_norm_eps=1e-6,
-    rope_theta=10000.0,
-    query_pre_attn_scalar=256,
-    sliding_window=4096,
-    final_logit_softcapping=30.0,
-    attn_logit_softcapping=50.0,
-    tie_word_embeddings=True,
-    max_position_embeddings=8192,
-    num_attention_heads=8,
-    num_key_value_heads=4,
-    vocab_size=256000,
-)
-G3 = dict(
-    head_dim=256,
-    rms_norm_eps=1e-6,
-    rope_theta=1000000.0,
-    rope_local_base_freq=10000.0,
-    query_pre_attn_scalar=256,
-    sliding_window=4096,
-    final_logit_softcapping=None,
-    attn_logit_softcapping=None,
-    tie_word_embeddings=True,
-    max_position_embeddings=131072,
-    num_attention_heads=8,
-    num_key_value_heads=4,
-    vocab_size=262208,
-    sliding_window_pattern=6,
-)
+# fmt: off
+G2 = dict(head_dim=256, rms_norm_eps=1e-6, rope_theta=10000.0, query_pre_attn_scalar=256,
+          sliding_window=4096, final_logit_softcapping=30.0, attn_logit_softcapping=50.0,
+          tie_word_embeddings=True, max_position_embeddings=8192, num_attention_heads=8,
+          num_key_value_heads=4, vocab_size=256000)
+G3 = dict(head_dim=256, rms_norm_eps=1e-6, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+          query_pre_attn_scalar=256, sliding_window=4096, final_logit_softcapping=None,
+          attn_logit_softcapping=None, tie_word_embeddings=True, max_position_embeddings=131072,
+          num_attention_heads=8, num_key_value_heads=4, vocab_size=262208, sliding_window_pattern=6)
+# fmt: on
 
 
 def text_cfg(cfg: dict[str, Any]) -> dict[str, Any]:
@@ -124,19 +104,13 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     return x.dtype.type(0.5) * x * (1 + np.tanh(c * (x + x.dtype.type(0.044715) * x**3)))
 
 
-def forward(
-    d: str,
-    tokens: list[int],
-    dt: type = np.float32,
-    qtype: str | None = None,
-    q8: set[str] | None = None,
-    q4_rule: str | None = None,
-) -> np.ndarray:
+def forward(d: str, tokens: list[int], opt: Options) -> np.ndarray:
     cfg = load_config(d)
     mt = cfg["model_type"]
     gemma2 = mt == "gemma2"
     t = text_cfg(cfg)
-    W = Weights(d, dt, qtype, q8, q4_rule or ("fit" if gemma2 else "round"))
+    dt = opt.dt
+    W = opt.weights(d, "fit" if gemma2 else "round")
     base = next(
         b
         for b in ("language_model.model.", "model.language_model.", "model.")

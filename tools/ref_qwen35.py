@@ -33,7 +33,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import quant  # noqa: E402
 from ref_common import Weights, attend, causal_mask, cos_sin, load_config, repeat_kv  # noqa: E402
-from ref_common import rms_norm, rope, sigmoid, silu  # noqa: E402
+from ref_common import Options, rms_norm, rope, sigmoid, silu  # noqa: E402
 
 Matmul = Callable[..., np.ndarray]
 
@@ -45,19 +45,12 @@ def _text(cfg: dict[str, Any]) -> dict[str, Any]:
     return t
 
 
-def forward(
-    d: str,
-    tokens: list[int],
-    dt: type = np.float32,
-    qtype: str | None = None,
-    q8: set[str] | None = None,
-    q4_rule: str | None = None,
-    act_quant: bool = False,
-) -> np.ndarray:
-    """act_quant (with qtype q8_0/q4_0): the inputs of the quantized matmuls go through
+def forward(d: str, tokens: list[int], opt: Options) -> np.ndarray:
+    """opt.act_quant (with qtype q8_0/q4_0): the inputs of the quantized matmuls go through
     quant.act_round_trip, as the runtime's 8-bit dot products see them."""
     cfg = _text(load_config(d))
-    W = Weights(d, dt, qtype, q8, q4_rule or "fit")
+    dt = opt.dt
+    W = opt.weights(d, "fit")
     base = (
         "model.language_model." if W.has("model.language_model.embed_tokens.weight") else "model."
     )
@@ -65,7 +58,7 @@ def forward(
     def mm(x: np.ndarray, name: str, w: np.ndarray | None = None) -> np.ndarray:
         """x W^T for the weight `name` (or its already loaded matrix w)."""
         w = W(name) if w is None else w
-        if act_quant and W.wtype(name) in ("q8_0", "q4_0"):
+        if opt.act_quant and W.wtype(name) in ("q8_0", "q4_0"):
             x = quant.act_round_trip(x).astype(dt)
         return x @ w.T
 

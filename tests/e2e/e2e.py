@@ -123,20 +123,15 @@ def mlb(work: str, model: str, quant: str) -> str:
     return os.path.join(work, f"{model}-{quant}.mlb")
 
 
+def ml_run(a, path: str, tokens: list[int], out: str, extra: list[str] | None = None) -> None:
+    """ml_run -m PATH on the token ids, the logits written to out."""
+    ids = ",".join(map(str, tokens))
+    cmd = [os.path.join(a.bin, "ml_run"), "-m", path, "--tokens", ids, "--logits", out]
+    must(cmd + (extra or []))
+
+
 def ml_run_logits(a, model: str, quant: str, extra: list[str], out: str) -> np.ndarray:
-    ids = ",".join(map(str, prompt_ids(a.work, model)))
-    must(
-        [
-            os.path.join(a.bin, "ml_run"),
-            "-m",
-            mlb(a.work, model, quant),
-            "--tokens",
-            ids,
-            "--logits",
-            out,
-        ]
-        + extra
-    )
+    ml_run(a, mlb(a.work, model, quant), prompt_ids(a.work, model), out, extra)
     return np.load(out)
 
 
@@ -192,18 +187,7 @@ def case_lengths(a, model: str, quant: str) -> None:
     ref = np.load(os.path.join(a.work, f"{model}-ref.npy"))
     for n, extra in ((1, []), (7, []), (130, []), (len(ids), []), (72, ["--batch", "1"])):
         out = os.path.join(a.work, f"{model}-{quant}-len{n}.npy")
-        must(
-            [
-                os.path.join(a.bin, "ml_run"),
-                "-m",
-                mlb(a.work, model, quant),
-                "--tokens",
-                ",".join(map(str, ids[:n])),
-                "--logits",
-                out,
-            ]
-            + extra
-        )
+        ml_run(a, mlb(a.work, model, quant), ids[:n], out, extra)
         # Named per quant: the three quants' cases run at once under ctest -j.
         part = os.path.join(a.work, f"{model}-{quant}-ref-len{n}.npy")
         np.save(part, ref[:n])
@@ -228,17 +212,7 @@ def case_actquant(a, model: str, quant: str) -> None:
             + [d, "--tokens", str(tok), "--out", ref, "--quantized-weights", quant, "--act-quant"]
         )
         out = os.path.join(a.work, f"{model}-{quant}-actquant-krafla.npy")
-        must(
-            [
-                os.path.join(a.bin, "ml_run"),
-                "-m",
-                mlb(a.work, model, quant),
-                "--tokens",
-                str(tok),
-                "--logits",
-                out,
-            ]
-        )
+        ml_run(a, mlb(a.work, model, quant), [tok], out)
         rels.append(compare.metrics(np.load(ref), np.load(out))["max_rel"])
     # The scalar build keeps ggml's f16 block scale for activations (the SIMD builds an f32 one,
     # as the reference does): up to 2^-11 of each block's scale, so a looser "agree".
@@ -301,17 +275,7 @@ def case_big(a) -> None:
         must(tool("convert.py") + [d, "-o", path, "--quant", q])
         for n in lengths:
             out = os.path.join(a.work, f"qwen35-08b-{q}-len{n}.npy")
-            must(
-                [
-                    os.path.join(a.bin, "ml_run"),
-                    "-m",
-                    path,
-                    "--tokens",
-                    ",".join(map(str, ids[:n])),
-                    "--logits",
-                    out,
-                ]
-            )
+            ml_run(a, path, ids[:n], out)
             part = os.path.join(a.work, f"qwen35-08b-ref-len{n}.npy")
             np.save(part, np.asarray(ref[:n]))
             limits = BIG_LONG_LIMITS[q] if n > 7 else LIMITS[q]
@@ -380,31 +344,25 @@ def same(x: np.ndarray, y: np.ndarray, what: str) -> None:
     print(f"ok: {what}: bit-identical {x.shape}")
 
 
+def same_across(a, model: str, quant: str, flag: str, base: int, others: tuple[int, ...]) -> None:
+    """Bit-identical logits with `flag base` and with each `flag other`. Output names carry the
+    model and quant: ctest -j runs cases side by side in one work dir."""
+
+    def logits(v: int) -> np.ndarray:
+        out = os.path.join(a.work, f"{model}-{quant}-{flag.lstrip('-')[0]}{v}.npy")
+        return ml_run_logits(a, model, quant, [flag, str(v)], out)
+
+    ref = logits(base)
+    for v in others:
+        same(ref, logits(v), f"{model}-{quant} {flag} {base} vs {flag} {v}")
+
+
 def case_threads(a, model: str, quant: str) -> None:
-    # Output names carry the model and quant: ctest -j runs cases side by side in one work dir.
-    base = ml_run_logits(
-        a, model, quant, ["-t", "1"], os.path.join(a.work, f"{model}-{quant}-t1.npy")
-    )
-    for t in (2, 3, 4):
-        out = os.path.join(a.work, f"{model}-{quant}-t{t}.npy")
-        same(
-            base,
-            ml_run_logits(a, model, quant, ["-t", str(t)], out),
-            f"{model}-{quant} -t 1 vs -t {t}",
-        )
+    same_across(a, model, quant, "-t", 1, (2, 3, 4))
 
 
 def case_batch(a, model: str, quant: str) -> None:
-    base = ml_run_logits(
-        a, model, quant, ["--batch", "128"], os.path.join(a.work, f"{model}-{quant}-b128.npy")
-    )
-    for b in (1, 5, 16):
-        out = os.path.join(a.work, f"{model}-{quant}-b{b}.npy")
-        same(
-            base,
-            ml_run_logits(a, model, quant, ["--batch", str(b)], out),
-            f"{model}-{quant} --batch 128 vs --batch {b}",
-        )
+    same_across(a, model, quant, "--batch", 128, (1, 5, 16))
 
 
 def corrupt_variants(good: bytes) -> dict[str, tuple[bytes, str]]:

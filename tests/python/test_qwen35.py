@@ -195,28 +195,15 @@ class DeltaRuleTest(unittest.TestCase):
 
 @unittest.skipUnless(HAVE_TOK, "run scripts/fetch_tokenizers.sh qwen3 first")
 class ConvertTest(unittest.TestCase):
+    GEN_ARGS = ["--arch", "qwen3.5", "--seed", "4", "--vocab", "2048", "--tokenizer", "qwen3"]
+
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.vl = os.path.join(cls.tmp.name, "vl")
         cls.text = os.path.join(cls.tmp.name, "text")
         for out, extra in ((cls.vl, []), (cls.text, ["--text-only"])):
-            code, err = run_main(
-                gen_random.main,
-                [
-                    "--arch",
-                    "qwen3.5",
-                    "--seed",
-                    "4",
-                    "--vocab",
-                    "2048",
-                    "--tokenizer",
-                    "qwen3",
-                    "-o",
-                    out,
-                ]
-                + extra,
-            )
+            code, err = run_main(gen_random.main, cls.GEN_ARGS + ["-o", out] + extra)
             assert code == 0, err
 
     @classmethod
@@ -268,22 +255,7 @@ class ConvertTest(unittest.TestCase):
 
     def test_missing_and_extra_tensors_are_named(self):
         d = os.path.join(self.tmp.name, "bad")
-        run_main(
-            gen_random.main,
-            [
-                "--arch",
-                "qwen3.5",
-                "--seed",
-                "4",
-                "--vocab",
-                "2048",
-                "--tokenizer",
-                "qwen3",
-                "--text-only",
-                "-o",
-                d,
-            ],
-        )
+        run_main(gen_random.main, self.GEN_ARGS + ["--text-only", "-o", d])
         with open(os.path.join(d, "config.json")) as f:
             cfg = json.load(f)
         cfg["full_attention_interval"] = 4  # layer 1 becomes a DeltaNet layer on paper only

@@ -496,19 +496,10 @@ def micro_model(
     layers: int = 1,
     vocab: int = 40,
 ) -> tuple[dict, dict]:
-    shape = dict(
-        dim=32,
-        n_layers=layers,
-        n_heads=4,
-        n_kv_heads=2,
-        head_dim=16,
-        ffn=64,
-        theta=10000.0,
-        eps=1e-5,
-        max_pos=256,
-        tied=tied,
-        sliding_window=window or 4096,
-    )
+    # fmt: off
+    shape = dict(dim=32, n_layers=layers, n_heads=4, n_kv_heads=2, head_dim=16, ffn=64,
+                 theta=10000.0, eps=1e-5, max_pos=256, tied=tied, sliding_window=window or 4096)
+    # fmt: on
     return write_micro(d, model_type, shape, vocab, 7)
 
 

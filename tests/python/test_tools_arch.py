@@ -44,22 +44,11 @@ HAVE_L3 = os.path.isfile(os.path.join(TOKS, "llama3", "tokenizer.json"))
 def hf_cfg(model_type: str, **kw) -> dict:
     """A small config.json of the family, with overrides."""
     arch = {"qwen2": "qwen2", "qwen3": "qwen3", "smollm3": "smollm3", "llama": "llama"}[model_type]
-    shape = dict(
-        dim=64,
-        n_layers=4,
-        n_heads=4,
-        n_kv_heads=2,
-        head_dim=16,
-        ffn=64,
-        theta=10000.0,
-        eps=1e-6,
-        max_pos=512,
-        tied=True,
-        use_sliding_window=False,
-        sliding_window=None,
-        max_window_layers=28,
-        no_rope_layers=[1, 1, 1, 0],
-    )
+    # fmt: off
+    shape = dict(dim=64, n_layers=4, n_heads=4, n_kv_heads=2, head_dim=16, ffn=64,
+                 theta=10000.0, eps=1e-6, max_pos=512, tied=True, use_sliding_window=False,
+                 sliding_window=None, max_window_layers=28, no_rope_layers=[1, 1, 1, 0])
+    # fmt: on
     cfg = gen_random.make_config(arch, shape, 100, 1, 2, "f32")
     cfg.update(kw)
     return {k: v for k, v in cfg.items() if v is not ...}
@@ -363,22 +352,11 @@ class ChatTemplateTest(unittest.TestCase):
 
 
 def micro(d: str, arch: str, rope: str | None = None, **shape_kw) -> tuple[dict, dict]:
-    shape = dict(
-        dim=32,
-        n_layers=2,
-        n_heads=4,
-        n_kv_heads=2,
-        head_dim=8,
-        ffn=64,
-        theta=10000.0,
-        eps=1e-6,
-        max_pos=64,
-        tied=True,
-        use_sliding_window=False,
-        sliding_window=None,
-        max_window_layers=28,
-        no_rope_layers=[1, 1],
-    )
+    # fmt: off
+    shape = dict(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8, ffn=64,
+                 theta=10000.0, eps=1e-6, max_pos=64, tied=True, use_sliding_window=False,
+                 sliding_window=None, max_window_layers=28, no_rope_layers=[1, 1])
+    # fmt: on
     shape.update(shape_kw)
     shape["rope_scaling"], shape["max_pos"] = gen_random.rope_scaling(rope, 4.0, shape["max_pos"])
     return write_micro(d, arch, shape, 40, 5)
