@@ -56,10 +56,17 @@ class Chat {
   bool command(const std::string& line);
 
  private:
-  std::vector<int32_t> render() const {
-    return model_.tokenizer().encode(tmpl_.render(msgs_, true), false);
+  // The conversation rendered with the generation prompt, and its tokens.
+  struct Prompt {
+    std::string text;
+    std::vector<int32_t> ids;
+  };
+  Prompt render() const {
+    std::string text = tmpl_.render(msgs_, true);
+    std::vector<int32_t> ids = model_.tokenizer().encode(text, false);
+    return {std::move(text), std::move(ids)};
   }
-  std::vector<int32_t> fit_context();
+  Prompt fit_context();
   bool eval_prompt(std::span<const int32_t> ids);
   void set(const std::string& key, const std::string& value);
   void print_settings() const;
@@ -77,12 +84,13 @@ class Chat {
 // prompt are dropped until it takes at most half, so that the next turns do not drop again
 // at once (llama.cpp's context shift also frees half). Models with linear-attention layers
 // then recompute the conversation: their state cannot forget a turn.
-std::vector<int32_t> Chat::fit_context() {
+Chat::Prompt Chat::fit_context() {
   const int n_ctx = session_.n_ctx();
-  std::vector<int32_t> ids = render();
+  Prompt p = render();
+  const std::vector<int32_t>& ids = p.ids;  // follows p through the re-renders below
   const int reply_room =
       std::max(1, opts_.n_predict > 0 ? std::min(opts_.n_predict, n_ctx / 4) : n_ctx / 4);
-  if (int(ids.size()) + reply_room <= n_ctx) return ids;
+  if (int(ids.size()) + reply_room <= n_ctx) return p;
   const size_t first = (!msgs_.empty() && msgs_[0].role == "system") ? 1 : 0;
   int dropped = 0;
   const size_t before = ids.size();
@@ -92,7 +100,7 @@ std::vector<int32_t> Chat::fit_context() {
     while (end < msgs_.size() - 1 && msgs_[end].role != "user") ++end;
     msgs_.erase(msgs_.begin() + long(first), msgs_.begin() + long(end));
     ++dropped;
-    ids = render();
+    p = render();
   }
   if (int(ids.size()) + 1 > n_ctx) {
     fmt::print(stderr,
@@ -107,7 +115,7 @@ std::vector<int32_t> Chat::fit_context() {
                "exchange{} ({} -> {} tokens){}\n",
                n_ctx, dropped, dropped > 1 ? "s" : "", before, ids.size(),
                first ? ", kept the system prompt" : "");
-  return ids;
+  return p;
 }
 
 // Evaluates the prompt in --batch sized steps so that Ctrl-C is noticed between them.
@@ -122,7 +130,8 @@ bool Chat::eval_prompt(std::span<const int32_t> ids) {
 
 TurnEnd Chat::turn(const std::string& text) {
   msgs_.push_back({"user", text});
-  const std::vector<int32_t> ids = fit_context();
+  const Prompt prompt = fit_context();
+  const std::vector<int32_t>& ids = prompt.ids;
   if (ids.empty()) {
     msgs_.pop_back();
     return TurnEnd::kRefused;
@@ -137,7 +146,7 @@ TurnEnd Chat::turn(const std::string& text) {
   }
   const double t_prompt = now_seconds() - t0;
   // Qwen3.5's generation prompt opens the think block, so the reply starts with reasoning.
-  const bool opened = ThinkFilter::prompt_opens_think(tmpl_.render(msgs_, true));
+  const bool opened = ThinkFilter::prompt_opens_think(prompt.text);
   ThinkFilter think(opened);
   StopFilter stops(opts_.stops);
   if (opened && !opts_.hide_think) show("<think>\n");
