@@ -137,7 +137,7 @@ void bm_vec(benchmark::State& state, VecOp op) {
   for (auto _ : state) {
     switch (op) {
       case VecOp::Rmsnorm:
-        rmsnorm(a.data(), b.data(), 0.0f, 1e-6f, out.data(), n), floats = 3.0 * n;
+        rmsnorm(a.data(), b.data(), 1e-6f, out.data(), n), floats = 3.0 * n;
         break;
       case VecOp::Softmax:  // restore the input first so the values do not collapse
         std::memcpy(a.data(), a0.data(), sizeof(float) * n);

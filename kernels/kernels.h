@@ -68,8 +68,8 @@ size_t row_bytes(WType t, int64_t cols);
   void f32_to_f16(const float* x, uint16_t* y, int64_t n);                                       \
                                                                                                  \
   /* ---- vector ops (F32) ---- */                                                               \
-  /* out = x / sqrt(mean(x^2) + eps) * (w + w_offset); out may alias x. */                       \
-  void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out,           \
+  /* out = x / sqrt(mean(x^2) + eps) * w; out may alias x. */                       \
+  void rmsnorm(const float* x, const float* w, float eps, float* out,           \
                int64_t n);                                                                       \
   float dot_f32(const float* a, const float* b, int64_t n);                                      \
   /* y += a * x */                                                                               \

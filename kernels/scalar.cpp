@@ -153,11 +153,11 @@ void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = f32_to_f16_bits(x[i]);
 }
 
-void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
+void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) {
   float ss = 0.0f;
   for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
   const float scale = 1.0f / std::sqrt(ss / float(n) + eps);
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * (w[i] + w_offset);
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
@@ -264,7 +264,7 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) { scalar
 void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) { scalar::quantize_row_q8_0(x, dst, cols); }
 void f16_to_f32(const uint16_t* x, float* y, int64_t n) { scalar::f16_to_f32(x, y, n); }
 void f32_to_f16(const float* x, uint16_t* y, int64_t n) { scalar::f32_to_f16(x, y, n); }
-void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) { scalar::rmsnorm(x, w, w_offset, eps, out, n); }
+void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) { scalar::rmsnorm(x, w, eps, out, n); }
 float dot_f32(const float* a, const float* b, int64_t n) { return scalar::dot_f32(a, b, n); }
 void axpy_f32(float a, const float* x, float* y, int64_t n) { scalar::axpy_f32(a, x, y, n); }
 void scale_f32(float* x, float s, int64_t n) { scalar::scale_f32(x, s, n); }

@@ -64,7 +64,7 @@ inline typename V::F gelu(typename V::F g) {
 }
 
 template <class V>
-void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) {
+void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) {
   using F = typename V::F;
   const int64_t W = V::width();
   F ss = V::zero();
@@ -73,11 +73,10 @@ void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* o
     ss = V::fma(v, v, ss);  // padding lanes add 0*0
   }
   const float scale = 1.0f / std::sqrt(V::hsum(ss) / float(n) + eps);
-  const F vs = V::set1(scale), off = V::set1(w_offset);
+  const F vs = V::set1(scale);
   for (int64_t i = 0; i < n; i += W) {
     const F v = V::load_n(x + i, n - i);
-    const F wv = V::add(V::load_n(w + i, n - i), off);
-    V::store_n(out + i, V::mul(V::mul(v, vs), wv), n - i);
+    V::store_n(out + i, V::mul(V::mul(v, vs), V::load_n(w + i, n - i)), n - i);
   }
 }
 
@@ -159,8 +158,8 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const fl
 
 // The table entries written above (and delta_step.h's), for a TU whose traits are V.
 #define KRAFLA_VEC_MATH_ENTRIES(V)                                                                 \
-  void rmsnorm(const float* x, const float* w, float w_offset, float eps, float* out, int64_t n) { \
-    vec::rmsnorm<V>(x, w, w_offset, eps, out, n);                                                  \
+  void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) { \
+    vec::rmsnorm<V>(x, w, eps, out, n);                                                  \
   }                                                                                                \
   void axpy_f32(float a, const float* x, float* y, int64_t n) { vec::axpy<V>(a, x, y, n); }        \
   void scale_f32(float* x, float s, int64_t n) { vec::scale<V>(x, s, n); }                         \

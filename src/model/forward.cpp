@@ -70,7 +70,7 @@ void Forward::norm(const float* w, int n) {
   const float* x = x_.data<float>();
   float* h = h_.data<float>();
   pool_.for_each(
-      n, [&](int64_t t) { K::rmsnorm(x + t * dim, w, 0.0f, c_.norm_eps, h + t * dim, dim); });
+      n, [&](int64_t t) { K::rmsnorm(x + t * dim, w, c_.norm_eps, h + t * dim, dim); });
 }
 
 void Forward::mix(SequenceState& seq, int layer, int n, int pos0) {
@@ -106,7 +106,7 @@ void Forward::residual(const float* post_norm, int n) {
   float* x = x_.data<float>();
   float* o = tmp_.data<float>();
   pool_.for_each(n, [&](int64_t t) {
-    if (post_norm) K::rmsnorm(o + t * dim, post_norm, 0.0f, c_.norm_eps, o + t * dim, dim);
+    if (post_norm) K::rmsnorm(o + t * dim, post_norm, c_.norm_eps, o + t * dim, dim);
     K::add_f32(x + t * dim, o + t * dim, x + t * dim, dim);
   });
 }
@@ -118,7 +118,7 @@ void Forward::output(int n, bool all_logits, float* logits) {
   const float* x = x_.data<float>();
   float* h = h_.data<float>();
   for (int t = first; t < n; ++t)
-    K::rmsnorm(x + t * dim, m_.output_norm, 0.0f, c_.norm_eps, h + (t - first) * dim, dim);
+    K::rmsnorm(x + t * dim, m_.output_norm, c_.norm_eps, h + (t - first) * dim, dim);
   mm_.run(h, dim, rows, {{&m_.logits_matrix(), logits}});
   if (const float cap = c_.final_softcap; cap > 0) {  // Gemma 2
     const size_t total = size_t(rows) * c_.n_vocab;

@@ -94,9 +94,9 @@ void AttentionBlock::prepare(const AttentionWeights& w, const LayerConfig& lc, K
     }
     if (w.q_norm) {
       for (int h = 0; h < c_.n_heads; ++h)
-        K::rmsnorm(q + h * hd, w.q_norm, 0.0f, c_.norm_eps, q + h * hd, hd);
+        K::rmsnorm(q + h * hd, w.q_norm, c_.norm_eps, q + h * hd, hd);
       for (int h = 0; h < c_.n_kv_heads; ++h)
-        K::rmsnorm(k + h * hd, w.k_norm, 0.0f, c_.norm_eps, k + h * hd, hd);
+        K::rmsnorm(k + h * hd, w.k_norm, c_.norm_eps, k + h * hd, hd);
     }
     if (lc.rope != LayerConfig::Rope::None) {
       const float* cs = rope.cos.data() + pos * half;

@@ -146,7 +146,7 @@ void Block::gated_norm(const Weights& w, int n) {
   mm_.pool().for_each(n, [&](int64_t t) {
     for (int64_t hv = 0; hv < nv; ++hv) {
       float* oh = o + t * vd + hv * dv;
-      K::rmsnorm(oh, w.norm, 0.0f, c_.norm_eps, oh, dv);
+      K::rmsnorm(oh, w.norm, c_.norm_eps, oh, dv);
       K::swiglu(z + t * vd + hv * dv, oh, oh, dv);
     }
   });

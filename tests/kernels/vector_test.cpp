@@ -57,24 +57,22 @@ TEST(Vector, Geglu) { check_glu(geglu, scalar::geglu, gelu_ref); }
 
 TEST(Vector, Rmsnorm) {
   std::mt19937 rng(4);
-  for (float w_offset : {0.0f, 1.0f}) {  // Gemma stores w - 1 and uses offset 1
-    for (int64_t n : kLens) {
-      const auto x = random_floats(rng, n, -3.0f, 3.0f);
-      const auto w = random_floats(rng, n, -1.0f, 1.0f);
-      const float eps = 1e-6f;
-      double ss = 0;
-      for (float v : x) ss += double(v) * v;
-      const double s = 1.0 / std::sqrt(ss / n + eps);
-      std::vector<float> a(n), b(x);
-      rmsnorm(x.data(), w.data(), w_offset, eps, a.data(), n);
-      scalar::rmsnorm(b.data(), w.data(), w_offset, eps, b.data(), n);  // in place
-      for (int64_t i = 0; i < n; ++i) {
-        const double r = x[i] * s * (double(w[i]) + w_offset);
-        // sum of squares (reduction, relative n*2^-24), sqrt, then three roundings.
-        const double rel = (n + 8) * std::ldexp(1.0, -24);
-        EXPECT_TRUE(close(a[i], r, rel, 1e-30)) << "isa n=" << n << " i=" << i;
-        EXPECT_TRUE(close(b[i], r, rel, 1e-30)) << "scalar n=" << n << " i=" << i;
-      }
+  for (int64_t n : kLens) {
+    const auto x = random_floats(rng, n, -3.0f, 3.0f);
+    const auto w = random_floats(rng, n, -1.0f, 1.0f);
+    const float eps = 1e-6f;
+    double ss = 0;
+    for (float v : x) ss += double(v) * v;
+    const double s = 1.0 / std::sqrt(ss / n + eps);
+    std::vector<float> a(n), b(x);
+    rmsnorm(x.data(), w.data(), eps, a.data(), n);
+    scalar::rmsnorm(b.data(), w.data(), eps, b.data(), n);  // in place
+    for (int64_t i = 0; i < n; ++i) {
+      const double r = x[i] * s * double(w[i]);
+      // sum of squares (reduction, relative n*2^-24), sqrt, then two roundings.
+      const double rel = (n + 8) * std::ldexp(1.0, -24);
+      EXPECT_TRUE(close(a[i], r, rel, 1e-30)) << "isa n=" << n << " i=" << i;
+      EXPECT_TRUE(close(b[i], r, rel, 1e-30)) << "scalar n=" << n << " i=" << i;
     }
   }
 }
