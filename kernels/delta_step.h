@@ -17,8 +17,8 @@
 namespace krafla::kernels::detail {
 
 template <class V>
-void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
-                float beta, int64_t dk, int64_t dv, float* out) {
+void delta_step(float* S, const float* q, const float* k, const float* v, float decay, float beta,
+                int64_t dk, int64_t dv, float* out) {
   using F = typename V::F;
   const int64_t W = V::width();
   const F vdecay = V::set1(decay), vbeta = V::set1(beta);

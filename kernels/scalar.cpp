@@ -180,8 +180,8 @@ void add_f32(const float* a, const float* b, float* out, int64_t n) {
 
 // Column by column (columns of S are independent), in strips of 8 so that the inner loops
 // run along rows.
-void delta_step(float* S, const float* q, const float* k, const float* v, float decay,
-                float beta, int64_t dk, int64_t dv, float* out) {
+void delta_step(float* S, const float* q, const float* k, const float* v, float decay, float beta,
+                int64_t dk, int64_t dv, float* out) {
   constexpr int64_t kStrip = 8;
   for (int64_t j0 = 0; j0 < dv; j0 += kStrip) {
     const int64_t w = std::min(kStrip, dv - j0);

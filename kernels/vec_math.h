@@ -157,27 +157,27 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const fl
 }  // namespace krafla::kernels::vec
 
 // The table entries written above (and delta_step.h's), for a TU whose traits are V.
-#define KRAFLA_VEC_MATH_ENTRIES(V)                                                                 \
-  void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) { \
-    vec::rmsnorm<V>(x, w, eps, out, n);                                                  \
-  }                                                                                                \
-  void axpy_f32(float a, const float* x, float* y, int64_t n) { vec::axpy<V>(a, x, y, n); }        \
-  void scale_f32(float* x, float s, int64_t n) { vec::scale<V>(x, s, n); }                         \
-  void add_f32(const float* a, const float* b, float* out, int64_t n) {                            \
-    vec::add<V>(a, b, out, n);                                                                     \
-  }                                                                                                \
-  float softmax(float* x, int64_t n) { return vec::softmax<V>(x, n); }                             \
-  void swiglu(const float* gate, const float* up, float* out, int64_t n) {                         \
-    vec::swiglu<V>(gate, up, out, n);                                                              \
-  }                                                                                                \
-  void geglu(const float* gate, const float* up, float* out, int64_t n) {                          \
-    vec::geglu<V>(gate, up, out, n);                                                               \
-  }                                                                                                \
-  void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,        \
-            const float* sin) {                                                                    \
-    vec::rope<V>(x, n_heads, head_dim, rot_dim, cos, sin);                                         \
-  }                                                                                                \
-  void delta_step(float* S, const float* q, const float* k, const float* v, float decay,           \
-                  float beta, int64_t dk, int64_t dv, float* out) {                                \
-    detail::delta_step<V>(S, q, k, v, decay, beta, dk, dv, out);                                   \
+#define KRAFLA_VEC_MATH_ENTRIES(V)                                                          \
+  void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) {          \
+    vec::rmsnorm<V>(x, w, eps, out, n);                                                     \
+  }                                                                                         \
+  void axpy_f32(float a, const float* x, float* y, int64_t n) { vec::axpy<V>(a, x, y, n); } \
+  void scale_f32(float* x, float s, int64_t n) { vec::scale<V>(x, s, n); }                  \
+  void add_f32(const float* a, const float* b, float* out, int64_t n) {                     \
+    vec::add<V>(a, b, out, n);                                                              \
+  }                                                                                         \
+  float softmax(float* x, int64_t n) { return vec::softmax<V>(x, n); }                      \
+  void swiglu(const float* gate, const float* up, float* out, int64_t n) {                  \
+    vec::swiglu<V>(gate, up, out, n);                                                       \
+  }                                                                                         \
+  void geglu(const float* gate, const float* up, float* out, int64_t n) {                   \
+    vec::geglu<V>(gate, up, out, n);                                                        \
+  }                                                                                         \
+  void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos, \
+            const float* sin) {                                                             \
+    vec::rope<V>(x, n_heads, head_dim, rot_dim, cos, sin);                                  \
+  }                                                                                         \
+  void delta_step(float* S, const float* q, const float* k, const float* v, float decay,    \
+                  float beta, int64_t dk, int64_t dv, float* out) {                         \
+    detail::delta_step<V>(S, q, k, v, decay, beta, dk, dv, out);                            \
   }

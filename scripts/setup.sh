@@ -5,7 +5,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(cmake ninja-build g++ pkg-config libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
       googletest libgtest-dev libbenchmark-dev python3-numpy qemu-user g++-aarch64-linux-gnu
-      g++-arm-linux-gnueabihf flake8 black)
+      g++-arm-linux-gnueabihf flake8 black clang-format)
 missing=()
 # Node.js (the reference tokenizer, chat templates and the OpenAI client in the tests) may
 # come from elsewhere than Debian; install Debian's only when there is none.

@@ -11,15 +11,15 @@
 namespace krafla {
 
 struct GenerateOptions {
-  int max_tokens = -1;               // < 0: until a stop token or the context is full
-  std::vector<int32_t> stop_ids;     // sampling one of these ends the turn (not emitted)
-  bool skip_special = true;          // hide special tokens from the text
+  int max_tokens = -1;            // < 0: until a stop token or the context is full
+  std::vector<int32_t> stop_ids;  // sampling one of these ends the turn (not emitted)
+  bool skip_special = true;       // hide special tokens from the text
 };
 
 struct GenerateResult {
-  int n_tokens = 0;                  // tokens sampled (stop token not counted)
-  std::string finish_reason;         // "stop", "length", "context" or "cancelled"
-  double seconds = 0;                // wall time of the loop
+  int n_tokens = 0;           // tokens sampled (stop token not counted)
+  std::string finish_reason;  // "stop", "length", "context" or "cancelled"
+  double seconds = 0;         // wall time of the loop
   std::vector<int32_t> tokens;
 };
 

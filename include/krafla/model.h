@@ -46,23 +46,25 @@ struct ModelConfig {
   int bos_id = -1;
   std::vector<int> eos_ids;
   std::string chat_template;  // suggested template name, "" if unknown
-  bool qkv_bias = false;          // Qwen2: biases on the q/k/v projections
-  bool qk_norm = false;           // Qwen3: per-head RMSNorm of q and k before RoPE
+  bool qkv_bias = false;      // Qwen2: biases on the q/k/v projections
+  bool qk_norm = false;       // Qwen3: per-head RMSNorm of q and k before RoPE
   enum class Activation { SiLU, GeluTanh } activation = Activation::SiLU;
-  float embd_scale = 1.0f;        // Gemma: sqrt(dim)
-  float attn_scale = 0.0f;        // q·k scale; 1/sqrt(head_dim) unless the file says otherwise
-  float attn_softcap = 0.0f;      // Gemma 2: cap*tanh(score/cap); 0: off
-  float final_softcap = 0.0f;     // Gemma 2: cap*tanh(logit/cap); 0: off
-  bool post_norms = false;        // Gemma 2/3: RMSNorm on the attention and MLP outputs
+  float embd_scale = 1.0f;     // Gemma: sqrt(dim)
+  float attn_scale = 0.0f;     // q·k scale; 1/sqrt(head_dim) unless the file says otherwise
+  float attn_softcap = 0.0f;   // Gemma 2: cap*tanh(score/cap); 0: off
+  float final_softcap = 0.0f;  // Gemma 2: cap*tanh(logit/cap); 0: off
+  bool post_norms = false;     // Gemma 2/3: RMSNorm on the attention and MLP outputs
   std::vector<float> rope_freqs_local;  // Gemma 3 local layers' inverse frequencies
-  bool attn_gate = false;         // Qwen3.5: attention output times sigmoid(gate projection)
+  bool attn_gate = false;               // Qwen3.5: attention output times sigmoid(gate projection)
   // The shape of Qwen3.5's Gated DeltaNet layers (LayerConfig::Kind::Linear).
   int lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, lin_conv = 0;
   std::vector<LayerConfig> layers;  // [n_layers], from the per-layer lists and their defaults
 
   bool has_linear() const;
-  int n_attn_layers() const;       // layers with a KV cache
-  int64_t lin_conv_dim() const { return int64_t{2} * lin_k_heads * lin_k_dim + int64_t{lin_v_heads} * lin_v_dim; }
+  int n_attn_layers() const;  // layers with a KV cache
+  int64_t lin_conv_dim() const {
+    return int64_t{2} * lin_k_heads * lin_k_dim + int64_t{lin_v_heads} * lin_v_dim;
+  }
 };
 
 struct LoadOptions {

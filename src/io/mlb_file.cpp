@@ -22,7 +22,7 @@ struct DTypeInfo {
   int block_bytes;  // bytes per block
 };
 constexpr DTypeInfo kDTypes[] = {
-    {DType::F32, "f32", 1, 4},    {DType::F16, "f16", 1, 2},   {DType::BF16, "bf16", 1, 2},
+    {DType::F32, "f32", 1, 4},     {DType::F16, "f16", 1, 2},     {DType::BF16, "bf16", 1, 2},
     {DType::Q8_0, "q8_0", 32, 34}, {DType::Q4_0, "q4_0", 32, 18}, {DType::Bytes, "bytes", 1, 1},
 };
 
@@ -102,9 +102,10 @@ void MlbFile::parse() {
   if (flags != 0) fail(fmt::format("unknown header flags 0x{:x} (version 1 defines none)", flags));
   const uint64_t json_size = read_u64(base_ + 16);
   if (json_size > size_ - 24)
-    fail(fmt::format("truncated metadata: JSON of {} bytes at offset 24 runs past the end of "
-                     "the {}-byte file",
-                     json_size, size_));
+    fail(
+        fmt::format("truncated metadata: JSON of {} bytes at offset 24 runs past the end of "
+                    "the {}-byte file",
+                    json_size, size_));
   try {
     meta_ = nlohmann::json::parse(base_ + 24, base_ + 24 + json_size);
   } catch (const nlohmann::json::parse_error& e) {
@@ -129,7 +130,9 @@ void MlbFile::parse() {
       fail(where + ": missing 'name'");
     TensorView v;
     v.name = t["name"].get<std::string>();
-    const auto tfail = [&](const std::string& msg) { fail(fmt::format("tensor '{}': {}", v.name, msg)); };
+    const auto tfail = [&](const std::string& msg) {
+      fail(fmt::format("tensor '{}': {}", v.name, msg));
+    };
     for (const char* key : {"dtype", "shape", "offset", "size"})
       if (!t.contains(key)) tfail(fmt::format("missing field '{}'", key));
     if (!t["dtype"].is_string()) tfail("'dtype' is not a string");

@@ -45,8 +45,8 @@ nlohmann::json identity(const MlbFile& model) {
 }
 
 nlohmann::json entry_json(const PackEntry& e, uint64_t offset) {
-  return {{"name", e.name}, {"type", e.type}, {"rows", e.rows}, {"cols", e.cols},
-          {"offset", offset}, {"size", e.size}};
+  return {{"name", e.name}, {"type", e.type},   {"rows", e.rows},
+          {"cols", e.cols}, {"offset", offset}, {"size", e.size}};
 }
 
 // The JSON a cache holding `entries` from `model` has, with the data offsets it implies.
@@ -98,9 +98,9 @@ void create_cache_dir(const std::filesystem::path& dir) {
 
 std::string PackCache::path_for(const std::string& dir, const std::string& model_path) {
   const std::filesystem::path p = std::filesystem::absolute(model_path);
-  return (std::filesystem::path(dir) /
-          fmt::format("{}-{:08x}.{}.mlpc", p.filename().string(),
-                      uint32_t(fnv1a(p.string()) & 0xffffffffu), kernels::isa_name()))
+  return (std::filesystem::path(dir) / fmt::format("{}-{:08x}.{}.mlpc", p.filename().string(),
+                                                   uint32_t(fnv1a(p.string()) & 0xffffffffu),
+                                                   kernels::isa_name()))
       .string();
 }
 
@@ -109,7 +109,8 @@ std::unique_ptr<PackCache> PackCache::open(const std::string& path, const MlbFil
                                            std::string* why) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    *why = errno == ENOENT ? "no cache file yet" : fmt::format("cannot open: {}", std::strerror(errno));
+    *why = errno == ENOENT ? "no cache file yet"
+                           : fmt::format("cannot open: {}", std::strerror(errno));
     return nullptr;
   }
   struct stat st {};
@@ -128,8 +129,9 @@ std::unique_ptr<PackCache> PackCache::open(const std::string& path, const MlbFil
   std::memcpy(&json_size, head + 16, 8);
   if (version != kVersion || json_size > size - kHeader) {
     ::close(fd);
-    *why = version != kVersion ? fmt::format("stale: cache format {}, this build writes {}", version, kVersion)
-                               : "foreign: header JSON size past the end of the file";
+    *why = version != kVersion
+               ? fmt::format("stale: cache format {}, this build writes {}", version, kVersion)
+               : "foreign: header JSON size past the end of the file";
     return nullptr;
   }
   std::string text(json_size, '\0');
@@ -141,7 +143,8 @@ std::unique_ptr<PackCache> PackCache::open(const std::string& path, const MlbFil
     return nullptr;
   }
   auto cache = std::unique_ptr<PackCache>(new PackCache);
-  const nlohmann::json want = expected_json(model, entries, align64(kHeader + json_size), &cache->offsets_);
+  const nlohmann::json want =
+      expected_json(model, entries, align64(kHeader + json_size), &cache->offsets_);
   if (have != want) {
     ::close(fd);
     *why = first_difference(have, want);
@@ -180,7 +183,8 @@ void PackCache::write(const std::string& path, const MlbFile& model,
   const std::string tmp = fmt::format("{}.tmp{}", path, ::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(fmt::format("{}: cannot write the pack cache: {}", tmp, std::strerror(errno)));
+    if (!out)
+      throw Error(fmt::format("{}: cannot write the pack cache: {}", tmp, std::strerror(errno)));
     const uint32_t zero = 0;
     const uint64_t json_size = text.size();
     out.write(kMagic, 8);

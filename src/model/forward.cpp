@@ -69,8 +69,7 @@ void Forward::norm(const float* w, int n) {
   const int64_t dim = c_.dim;
   const float* x = x_.data<float>();
   float* h = h_.data<float>();
-  pool_.for_each(
-      n, [&](int64_t t) { K::rmsnorm(x + t * dim, w, c_.norm_eps, h + t * dim, dim); });
+  pool_.for_each(n, [&](int64_t t) { K::rmsnorm(x + t * dim, w, c_.norm_eps, h + t * dim, dim); });
 }
 
 void Forward::mix(SequenceState& seq, int layer, int n, int pos0) {

@@ -91,8 +91,10 @@ void Session::truncate(int n) {
   // Attention layers: cache rows past n are simply overwritten by later tokens. A DeltaNet
   // layer's state has folded every token in and cannot be cut back: only a restart works.
   if (n > 0 && impl_->model.config().has_linear())
-    throw Error(fmt::format("cannot truncate a {}-token session to {}: this model's linear-"
-                            "attention state cannot be cut back (only to 0)", n_past(), n));
+    throw Error(
+        fmt::format("cannot truncate a {}-token session to {}: this model's linear-"
+                    "attention state cannot be cut back (only to 0)",
+                    n_past(), n));
   if (n == 0) impl_->seq.reset();
   impl_->history.resize(n);
 }

@@ -3,6 +3,8 @@
 // logits are bit-identical to a fresh session's. Qwen3.5's DeltaNet state cannot be cut back,
 // so only a whole-history continuation is reused there; attention-only models keep any shared
 // prefix.
+#include "krafla/session.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,7 +13,6 @@
 
 #include "krafla/error.h"
 #include "krafla/model.h"
-#include "krafla/session.h"
 
 namespace krafla {
 namespace {
@@ -34,7 +35,7 @@ std::vector<float> fresh_logits(const Model& m, const std::vector<int32_t>& ids)
   return s.logits();
 }
 
-#define SKIP_IF_MISSING(m, name)                                                  \
+#define SKIP_IF_MISSING(m, name) \
   if (!(m)) GTEST_SKIP() << name << " not built (run the e2e setup fixture first)"
 
 TEST(SessionReuse, DeltaNetContinuationReusesTheState) {

@@ -158,7 +158,8 @@ DeltaRef delta_ref(const std::vector<float>& S, const std::vector<float>& q,
       p += k[i] * x, p_abs += std::fabs(k[i] * x);
     }
     const double d = beta * (v[j] - p);
-    const double d_err = beta * (2 * (dk + 2) * u * p_abs + 2 * u * (std::fabs(v[j]) + std::fabs(p)));
+    const double d_err =
+        beta * (2 * (dk + 2) * u * p_abs + 2 * u * (std::fabs(v[j]) + std::fabs(p)));
     double o = 0, o_abs = 0, o_err = 0;
     for (int64_t i = 0; i < dk; ++i) {
       const double x = double(S[i * dv + j]) * decay, s = x + k[i] * d;
@@ -178,7 +179,7 @@ TEST(Vector, DeltaStep) {
   const std::pair<Fn, const char*> impls[] = {{delta_step, "isa"}, {scalar::delta_step, "scalar"}};
   // Qwen3.5's 128 x 128, and shapes that leave every kind of tail (strips of 4 vectors of up
   // to 16 floats, single vectors, partial vectors).
-  const std::pair<int64_t, int64_t> shapes[] = {{1, 1},   {3, 5},    {16, 16}, {8, 67},
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1},     {3, 5},    {16, 16}, {8, 67},
                                                 {128, 128}, {64, 100}, {5, 129}, {2, 200}};
   for (auto [dk, dv] : shapes) {
     for (auto [fn, name] : impls) {
