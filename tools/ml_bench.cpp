@@ -299,18 +299,15 @@ int main(int argc, char** argv) {
     bool json = false, progress = false;
     CLI::App app{"ml_bench: prefill (ppN) and decode (tgN) speed, as llama-bench measures it"};
     app.add_option("-m,--model", path, "model file (.mlb)")->required();
-    app.add_option("-p,--n-prompt", n_prompt, "prompt lengths, comma-separated (0: no pp test)")
-        ->delimiter(',')
-        ->capture_default_str()
-        ->check(CLI::Range(0, 1 << 20));
-    app.add_option("-n,--n-gen", n_gen, "generated token counts, comma-separated (0: no tg test)")
-        ->delimiter(',')
-        ->capture_default_str()
-        ->check(CLI::Range(0, 1 << 20));
-    app.add_option("-d,--n-depth", n_depth, "tokens already in the cache before each test")
-        ->delimiter(',')
-        ->capture_default_str()
-        ->check(CLI::Range(0, 1 << 20));
+    const auto token_counts = [&](const char* name, std::vector<int>& v, const char* what) {
+      app.add_option(name, v, what)
+          ->delimiter(',')
+          ->capture_default_str()
+          ->check(CLI::Range(0, 1 << 20));
+    };
+    token_counts("-p,--n-prompt", n_prompt, "prompt lengths, comma-separated (0: no pp test)");
+    token_counts("-n,--n-gen", n_gen, "generated token counts, comma-separated (0: no tg test)");
+    token_counts("-d,--n-depth", n_depth, "tokens already in the cache before each test");
     app.add_option("-t,--threads", threads, "thread counts, comma-separated (default: all cores)")
         ->delimiter(',')
         ->check(CLI::Range(1, 1024));

@@ -28,8 +28,8 @@ struct SamplerParams {
   int top_k = 40;            // <= 0: whole vocabulary
   float top_p = 0.95f;       // >= 1: off
   float min_p = 0.0f;        // drop tokens with p < min_p * p(best); 0: off
-  float repeat_penalty =
-      1.1f;  // 1: off (llama.cpp's rule: divide positive logits, multiply negative)
+  // 1: off (llama.cpp's rule: divide positive logits, multiply negative)
+  float repeat_penalty = 1.1f;
   int repeat_last_n = 64;
   uint64_t seed = 0xC0FFEE;
 };

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <type_traits>
+#include <utility>
 
 #include "krafla/error.h"
 
@@ -152,16 +154,20 @@ RawConfig read_config(const json& c, const std::string& path) {
 }
 
 // Sizes and heads: the shape every family shares.
+// Each named size must be in 1..max.
+void check_sizes(const std::string& path, std::initializer_list<std::pair<const char*, int>> sizes,
+                 int max) {
+  for (auto [name, v] : sizes)
+    if (v <= 0 || v > max) bad(path, name, fmt::format("= {} is out of range", v));
+}
+
 void validate_shape(ModelConfig& m, const std::string& path) {
-  for (auto [name, v] : {std::pair{"n_vocab", m.n_vocab},
-                         {"dim", m.dim},
-                         {"n_layers", m.n_layers},
-                         {"n_heads", m.n_heads},
-                         {"n_kv_heads", m.n_kv_heads},
-                         {"head_dim", m.head_dim},
-                         {"ffn_dim", m.ffn_dim},
-                         {"max_ctx", m.max_ctx}})
-    if (v <= 0 || v > (1 << 24)) bad(path, name, fmt::format("= {} is out of range", v));
+  // clang-format off
+  check_sizes(path, {{"n_vocab", m.n_vocab}, {"dim", m.dim}, {"n_layers", m.n_layers},
+                     {"n_heads", m.n_heads}, {"n_kv_heads", m.n_kv_heads},
+                     {"head_dim", m.head_dim}, {"ffn_dim", m.ffn_dim}, {"max_ctx", m.max_ctx}},
+              1 << 24);
+  // clang-format on
   if (m.n_heads % m.n_kv_heads != 0)
     bad(path, "n_kv_heads",
         fmt::format("= {} does not divide n_heads = {}", m.n_kv_heads, m.n_heads));
@@ -215,12 +221,12 @@ void validate_linear(const ModelConfig& m, const std::string& path) {
   if (!m.has_linear()) return;
   if (m.arch != "qwen3_5")
     bad(path, "layer_linear", fmt::format("marks DeltaNet layers in a {} model", m.arch));
-  for (auto [name, v] : {std::pair{"lin_k_heads", m.lin_k_heads},
-                         {"lin_v_heads", m.lin_v_heads},
-                         {"lin_k_dim", m.lin_k_dim},
-                         {"lin_v_dim", m.lin_v_dim},
-                         {"lin_conv", m.lin_conv}})
-    if (v <= 0 || v > (1 << 16)) bad(path, name, fmt::format("= {} is out of range", v));
+  // clang-format off
+  check_sizes(path, {{"lin_k_heads", m.lin_k_heads}, {"lin_v_heads", m.lin_v_heads},
+                     {"lin_k_dim", m.lin_k_dim}, {"lin_v_dim", m.lin_v_dim},
+                     {"lin_conv", m.lin_conv}},
+              1 << 16);
+  // clang-format on
   if (m.lin_v_heads % m.lin_k_heads != 0)
     bad(path, "lin_v_heads",
         fmt::format("= {} is not a multiple of lin_k_heads = {}", m.lin_v_heads, m.lin_k_heads));

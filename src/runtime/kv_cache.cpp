@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <iterator>
 
 #include "kernels/kernels.h"
 #include "krafla/error.h"
@@ -10,15 +11,9 @@
 namespace krafla {
 
 const char* kv_type_name(KvType t) {
-  switch (t) {
-    case KvType::F32:
-      return "f32";
-    case KvType::F16:
-      return "f16";
-    case KvType::Q8_0:
-      return "q8_0";
-  }
-  return "?";
+  static constexpr const char* kNames[] = {"f32", "f16", "q8_0"};  // KvType's order
+  const auto i = size_t(t);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 namespace {

@@ -3,6 +3,7 @@
 // keeps loading well under a second; everything else becomes a small nlohmann::json.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -37,5 +38,15 @@ struct TokenizerJson {
 
 // Throws krafla::Error with the parser's message on malformed JSON.
 TokenizerJson read_tokenizer_json(std::string_view text);
+
+// The steps of a "Sequence" normalizer or pre-tokenizer, each built by T::from_json (a step
+// that builds to nothing is dropped).
+template <class T>
+std::vector<std::unique_ptr<T>> sequence_steps(const nlohmann::json& list) {
+  std::vector<std::unique_ptr<T>> steps;
+  for (const auto& step : list)
+    if (auto p = T::from_json(step)) steps.push_back(std::move(p));
+  return steps;
+}
 
 }  // namespace krafla::tok

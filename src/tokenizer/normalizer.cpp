@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "krafla/error.h"
+#include "tokenizer/json_reader.h"
 #include "tokenizer/unicode.h"
 
 namespace krafla::tok {
@@ -110,12 +111,8 @@ class Strip final : public Normalizer {
 std::unique_ptr<Normalizer> Normalizer::from_json(const nlohmann::json& j) {
   if (j.is_null()) return nullptr;
   std::string type = j.value("type", "");
-  if (type == "Sequence") {
-    std::vector<std::unique_ptr<Normalizer>> items;
-    for (const auto& n : j.at("normalizers"))
-      if (auto p = from_json(n)) items.push_back(std::move(p));
-    return std::make_unique<Sequence>(std::move(items));
-  }
+  if (type == "Sequence")
+    return std::make_unique<Sequence>(sequence_steps<Normalizer>(j.at("normalizers")));
   if (type == "Replace")
     return std::make_unique<Replace>(literal_pattern(j.at("pattern"), "Replace normalizer"),
                                      j.at("content").get<std::string>());

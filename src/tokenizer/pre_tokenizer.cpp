@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "krafla/error.h"
+#include "tokenizer/json_reader.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/split_patterns.h"
 #include "tokenizer/unicode.h"
@@ -194,12 +195,8 @@ void check_fields(const nlohmann::json& j, const std::string& type,
 std::unique_ptr<PreTokenizer> PreTokenizer::from_json(const nlohmann::json& j) {
   if (j.is_null()) return nullptr;
   std::string type = j.value("type", "");
-  if (type == "Sequence") {
-    std::vector<std::unique_ptr<PreTokenizer>> items;
-    for (const auto& p : j.at("pretokenizers"))
-      if (auto q = from_json(p)) items.push_back(std::move(q));
-    return std::make_unique<Sequence>(std::move(items));
-  }
+  if (type == "Sequence")
+    return std::make_unique<Sequence>(sequence_steps<PreTokenizer>(j.at("pretokenizers")));
   if (type == "Split") {
     const auto& pat = j.at("pattern");
     auto pattern = pat.contains("Regex")

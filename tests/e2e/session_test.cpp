@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "krafla/error.h"
@@ -27,6 +28,14 @@ std::vector<int32_t> prompt(int n, int salt, int vocab) {
   std::vector<int32_t> ids(n);
   for (int i = 0; i < n; ++i) ids[i] = (i * 7919 + salt * 104729 + 13) % std::min(vocab, 4000);
   return ids;
+}
+
+// Two prompts that share their first 60 tokens, then differ.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> diverging(int n_first, int n_other, int salt,
+                                                                int vocab) {
+  std::vector<int32_t> first = prompt(n_first, salt, vocab), other = prompt(n_other, salt, vocab);
+  other[60] = (other[60] + 1) % vocab;
+  return {first, other};
 }
 
 std::vector<float> fresh_logits(const Model& m, const std::vector<int32_t>& ids) {
@@ -57,10 +66,7 @@ TEST(SessionReuse, DeltaNetContinuationReusesTheState) {
 TEST(SessionReuse, DeltaNetDivergingPromptRecomputes) {
   auto m = load_or_skip("qwen35-long-q8_0.mlb");
   SKIP_IF_MISSING(m, "qwen35-long-q8_0.mlb");
-  const int V = m->config().n_vocab;
-  const std::vector<int32_t> first = prompt(100, 2, V);
-  std::vector<int32_t> other = prompt(140, 2, V);
-  other[60] = (other[60] + 1) % V;  // shares 60 tokens, then diverges
+  const auto [first, other] = diverging(100, 140, 2, m->config().n_vocab);
   Session s(*m, {.n_threads = 2, .n_ctx = 512});
   s.eval(first);
   EXPECT_EQ(s.reuse_prefix(other), 0);
@@ -89,10 +95,7 @@ TEST(SessionReuse, DeltaNetStateCannotBeCutBack) {
 TEST(SessionReuse, AttentionModelKeepsTheSharedPrefix) {
   auto m = load_or_skip("llama-q8_0.mlb");
   SKIP_IF_MISSING(m, "llama-q8_0.mlb");
-  const int V = m->config().n_vocab;
-  const std::vector<int32_t> first = prompt(80, 4, V);
-  std::vector<int32_t> other = prompt(120, 4, V);
-  other[60] = (other[60] + 1) % V;
+  const auto [first, other] = diverging(80, 120, 4, m->config().n_vocab);
   Session s(*m, {.n_threads = 2, .n_ctx = 512});
   s.eval(first);
   EXPECT_EQ(s.reuse_prefix(other), 60);

@@ -17,15 +17,8 @@ using Kind = LayerConfig::Kind;
 // Layers 0 and 2 DeltaNet, 1 and 3 attention (Qwen3.5's pattern, shortened).
 ModelConfig hybrid() {
   ModelConfig c;
-  c.n_layers = 4;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.head_dim = 8;
-  c.lin_k_heads = 1;
-  c.lin_v_heads = 2;
-  c.lin_k_dim = 4;
-  c.lin_v_dim = 4;
-  c.lin_conv = 3;
+  c.n_layers = 4, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 8;
+  c.lin_k_heads = 1, c.lin_v_heads = 2, c.lin_k_dim = 4, c.lin_v_dim = 4, c.lin_conv = 3;
   c.layers = {{Kind::Linear}, {Kind::Attention}, {Kind::Linear}, {Kind::Attention}};
   return c;
 }

@@ -190,13 +190,9 @@ void completion_prompt(const json& body, CompletionRequest& r) {
 }  // namespace
 
 SamplerParams openai_sampler_defaults() {
-  SamplerParams p;
-  p.temperature = 1.0f;
-  p.top_k = 0;
-  p.top_p = 1.0f;
-  p.min_p = 0.0f;
-  p.repeat_penalty = 1.0f;
-  p.repeat_last_n = 64;
+  SamplerParams p;  // the OpenAI API's defaults: temperature 1, no truncation, no penalty
+  p.temperature = 1.0f, p.top_k = 0, p.top_p = 1.0f, p.min_p = 0.0f;
+  p.repeat_penalty = 1.0f, p.repeat_last_n = 64;
   return p;
 }
 
