@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """End-to-end tests driven by ctest: gen_random → convert → ml_run, checked against the
 independent numpy forward (tools/ref_forward.py) and against ml_run itself (thread counts,
-batch sizes), plus bad model files fed to the executables.
+batch sizes), plus bad model files fed to the executables. The cases' shared helpers are in
+e2e_common.py; the cli/bench/info/tok cases in e2e_tools.py.
 
 Usage: e2e.py --bin BUILD_DIR --work WORK_DIR CASE
 Cases: setup | logits:MODEL:QUANT | threads:MODEL:QUANT | batch:MODEL:QUANT | badfiles |
@@ -11,128 +12,30 @@ Cases: setup | logits:MODEL:QUANT | threads:MODEL:QUANT | batch:MODEL:QUANT | ba
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import os
 import shutil
-import struct
-import subprocess
-import sys
 
 import numpy as np
 
 import compare  # tests/e2e/compare.py, next to this script
-
-sys.path.insert(
-    0,
-    os.path.join(
-        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"
-    ),
+from e2e_common import (
+    BIG_LONG_LIMITS,
+    LIMITS,
+    MODELS,
+    PY,
+    QUANTS,
+    SRC,
+    Target,
+    corrupt_variants,
+    ml_run,
+    ml_run_logits,
+    mlb,
+    must,
+    prompt_ids,
+    run,
+    tool,
 )
-import mlb as mlbfile  # noqa: E402  tools/mlb.py: the .mlb reader written from docs/format.md
-
-SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PY = sys.executable
-# Random checkpoints: tiny Llama-3-shaped (byte-level BPE vocabulary, llama3 rope scaling is
-# not in the tiny shape) and a Mistral-shaped one whose sliding window (16) is shorter than
-# the prompts below, so the window is exercised.
-MODELS = {
-    "llama": ["--arch", "llama", "--shape", "tiny", "--tokenizer", "llama3", "--seed", "11"],
-    "mistral": ["--arch", "mistral", "--shape", "mistral-tiny", "--seed", "12"],
-    # Issue 3: q/k/v biases and a per-layer window shorter than the prompt (Qwen2); head_dim
-    # != dim/heads and q/k norms (Qwen3); layers without RoPE (SmolLM3); the GPT-2-style
-    # vocabulary on the llama architecture (SmolLM2); yarn and linear RoPE scaling.
-    "qwen2": ["--arch", "qwen2", "--shape", "qwen2-tiny", "--seed", "21"],
-    "qwen3": ["--arch", "qwen3", "--shape", "qwen3-tiny", "--seed", "22"],
-    "smollm3": ["--arch", "smollm3", "--shape", "smollm3-tiny", "--seed", "23"],
-    "smollm2": ["--arch", "smollm2", "--shape", "smollm2-tiny", "--seed", "24"],
-    "qwen3-yarn": ["--arch", "qwen3", "--shape", "qwen3-tiny", "--rope", "yarn", "--seed", "25"],
-    # Issue 4: Gemma 2 (soft-caps, alternate sliding layers), Gemma 3 (local/global RoPE,
-    # q/k norms) and a Gemma 3 image-text checkpoint whose vision tower must be skipped.
-    "gemma2": ["--arch", "gemma2", "--seed", "31"],
-    "gemma3": ["--arch", "gemma3", "--seed", "32"],
-    "gemma3-vl": ["--arch", "gemma3-vl", "--seed", "33"],
-    "smollm2-linear": [
-        "--arch",
-        "smollm2",
-        "--shape",
-        "smollm2-tiny",
-        "--rope",
-        "linear",
-        "--rope-factor",
-        "2",
-        "--seed",
-        "26",
-    ],
-    # Issue 5: Qwen3.5 (Gated DeltaNet + gated attention, image-text layout whose vision tower
-    # and MTP head are skipped); qwen35-long has a 4096-row embedding so that its 600-token
-    # prompt's logits stay small, for the prompt-length cases (prefill across batch chunks).
-    "qwen35": ["--arch", "qwen3.5", "--seed", "51"],
-    "qwen35-long": ["--arch", "qwen3.5", "--seed", "52", "--vocab", "4096"],
-}
-PROMPT_LEN = {"qwen35-long": 600}  # tokens of the reference prompt (default N_TOKENS)
-QUANTS = ["f32", "q8_0", "q4_0"]
-# Thresholds of issue 2. F32 is compared by the largest |Δ| relative to the largest |logit|
-# of each position.
-LIMITS = {"f32": ["--max-rel", "1e-4"], "q8_0": ["--max-kl", "0.01"], "q4_0": ["--max-kl", "0.1"]}
-# case_big past 7 tokens (see there): measured Q8_0 KL mean 0.013-0.016, max 0.037-0.060 at
-# 130-600 tokens (top-1 1.0); Q4_0 mean 0.013-0.016, max 0.028-0.034 (top-1 0.998); the
-# limits leave about 3x.
-BIG_LONG_LIMITS = {
-    "f32": LIMITS["f32"],
-    "q8_0": ["--mean-kl", "0.05", "--max-kl", "0.2", "--min-top1", "0.98"],
-    "q4_0": ["--mean-kl", "0.05", "--max-kl", "0.2", "--min-top1", "0.98"],
-}
-N_TOKENS = 40
-
-
-# Cross builds (Arm): ctest passes CMake's emulator (qemu-user with a -cpu model) and every
-# built executable runs under it; the Python tools still run on the host.
-EMULATOR: list[str] = []
-BIN_DIR = ""
-
-
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    if EMULATOR and os.path.abspath(os.path.dirname(cmd[0])) == BIN_DIR:
-        cmd = EMULATOR + cmd
-    print("+", " ".join(cmd), flush=True)
-    return subprocess.run(cmd, text=True, capture_output=True, **kw)
-
-
-def must(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    r = run(cmd, **kw)
-    if r.returncode != 0:
-        sys.stderr.write(r.stdout + r.stderr)
-        raise SystemExit(f"FAILED ({r.returncode}): {' '.join(cmd)}")
-    return r
-
-
-def tool(name: str) -> list[str]:
-    return [PY, os.path.join(SRC, "tools", name)]
-
-
-def prompt_ids(work: str, model: str) -> list[int]:
-    with open(os.path.join(work, model, "config.json")) as f:
-        cfg = json.load(f)
-    vocab = cfg.get("vocab_size") or cfg["text_config"]["vocab_size"]
-    rng = np.random.default_rng(7)
-    return [int(x) for x in rng.integers(0, min(vocab, 32000), PROMPT_LEN.get(model, N_TOKENS))]
-
-
-def mlb(work: str, model: str, quant: str) -> str:
-    return os.path.join(work, f"{model}-{quant}.mlb")
-
-
-def ml_run(a, path: str, tokens: list[int], out: str, extra: list[str] | None = None) -> None:
-    """ml_run -m PATH on the token ids, the logits written to out."""
-    ids = ",".join(map(str, tokens))
-    cmd = [os.path.join(a.bin, "ml_run"), "-m", path, "--tokens", ids, "--logits", out]
-    must(cmd + (extra or []))
-
-
-def ml_run_logits(a, model: str, quant: str, extra: list[str], out: str) -> np.ndarray:
-    ml_run(a, mlb(a.work, model, quant), prompt_ids(a.work, model), out, extra)
-    return np.load(out)
+from e2e_tools import case_bench, case_cli, case_info, case_tok
 
 
 def case_setup(a) -> None:
@@ -365,54 +268,6 @@ def case_batch(a, model: str, quant: str) -> None:
     same_across(a, model, quant, "--batch", 128, (1, 5, 16))
 
 
-def corrupt_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
-    """name → (file bytes, a word the one-line error must contain)."""
-    json_size = struct.unpack_from("<Q", good, 16)[0]
-    meta = json.loads(good[24 : 24 + json_size])
-    data_off = (24 + json_size + 63) // 64 * 64
-
-    def with_meta(m: dict) -> bytes:
-        js = json.dumps(m).encode()
-        head = b"KRAFLAMB" + struct.pack("<IIQ", 1, 0, len(js)) + js
-        head += b"\0" * ((-len(head)) % 64)
-        return head + good[data_off:]
-
-    def edit(fn) -> bytes:
-        m = json.loads(json.dumps(meta))
-        fn(m)
-        return with_meta(m)
-
-    def tensor(m: dict, name: str) -> dict:
-        return next(t for t in m["tensors"] if t["name"] == name)
-
-    return {
-        "empty": (b"", "empty"),
-        "short-header": (good[:10], "truncated"),
-        "wrong-magic": (b"GGUF" + good[4:], "magic"),
-        "newer-version": (good[:8] + struct.pack("<I", 99) + good[12:], "version"),
-        "unknown-flags": (good[:12] + struct.pack("<I", 4) + good[16:], "flags"),
-        "truncated-json": (good[: 24 + json_size // 2], "truncated"),
-        "corrupt-json": (good[:24] + b"{" * 3 + good[27:], "JSON"),
-        "truncated-data": (good[: len(good) - 1000], "not within"),
-        "offset-past-end": (
-            edit(lambda m: tensor(m, "blk.0.attn_q").update(offset=len(good) * 2 // 64 * 64)),
-            "not within",
-        ),
-        "size-mismatch": (
-            edit(lambda m: tensor(m, "blk.0.attn_q").update(shape=[8, 64])),
-            "does not match",
-        ),
-        "unknown-dtype": (edit(lambda m: tensor(m, "blk.0.attn_q").update(dtype="q5_k")), "dtype"),
-        "unknown-arch": (edit(lambda m: m["config"].update(arch="gpt-neox")), "architecture"),
-        "missing-tensor": (
-            edit(lambda m: m["tensors"].remove(tensor(m, "blk.1.ffn_down"))),
-            "missing",
-        ),
-        "missing-config-key": (edit(lambda m: m["config"].pop("n_heads")), "n_heads"),
-        "bad-heads": (edit(lambda m: m["config"].update(n_kv_heads=3)), "n_kv_heads"),
-    }
-
-
 def case_badfiles(a) -> None:
     good = open(mlb(a.work, "llama", "q8_0"), "rb").read()
     bad_dir = os.path.join(a.work, "bad")
@@ -470,301 +325,6 @@ def case_badfiles(a) -> None:
         failures.append(f"ml_tok decode of a bad id: rc={r.returncode} {r.stderr!r}")
     if failures:
         raise SystemExit("FAILED: " + ", ".join(failures))
-
-
-def case_cli(a, model: str) -> None:
-    path = mlb(a.work, model, "q8_0")
-    exe = lambda n: os.path.join(a.bin, n)  # noqa: E731
-    r = must([exe("ml_run"), "-m", path, "-p", "Hello world", "-n", "12", "--temp", "0"])
-    assert r.stdout.startswith("Hello world"), r.stdout
-    assert "generated: 12 tokens" in r.stderr or "generated:" in r.stderr, r.stderr
-    # Greedy generation is deterministic: the same text twice, and for any thread count.
-    r2 = must(
-        [exe("ml_run"), "-m", path, "-p", "Hello world", "-n", "12", "--temp", "0", "-t", "1"]
-    )
-    assert r.stdout == r2.stdout, (r.stdout, r2.stdout)
-    # Seeded sampling is reproducible.
-    s1 = must([exe("ml_run"), "-m", path, "-p", "Once", "-n", "10", "--seed", "5"]).stdout
-    s2 = must([exe("ml_run"), "-m", path, "-p", "Once", "-n", "10", "--seed", "5"]).stdout
-    assert s1 == s2, (s1, s2)
-    # ml_tok round trip on the model file.
-    ids = must([exe("ml_tok"), path, "encode", "--no-special", "Hello world"]).stdout.split()
-    assert ids and all(i.isdigit() for i in ids), ids
-    text = must([exe("ml_tok"), path, "decode"] + ids).stdout
-    assert text == "Hello world\n", repr(text)
-    # The standalone tokenizer file (.mlt) tokenizes exactly as the model file does.
-    mlt = os.path.join(a.work, f"{model}.mlt")
-    must(tool("convert_tokenizer.py") + [os.path.join(a.work, model), "-o", mlt])
-    for special in ([], ["--no-special"]):
-        x = must([exe("ml_tok"), mlt, "encode"] + special + ["Hi there, 12345!"]).stdout
-        y = must([exe("ml_tok"), path, "encode"] + special + ["Hi there, 12345!"]).stdout
-        assert x == y and x.strip(), (x, y)
-    # A two-turn chat over stdin keeps going and ends cleanly at EOF.
-    tmpl = {"llama": "llama3", "mistral": "llama2"}.get(model, "auto")
-    r = must(
-        [exe("ml_run"), "-m", path, "--chat", tmpl, "-n", "8", "--temp", "0", "-v"],
-        input="Hi there\nAnd again\n",
-    )
-    assert r.stderr.count("generated:") == 2, r.stderr
-    if model == "qwen35":  # the Qwen3.5 template opens a think block; --think hide drops it
-        show = must(
-            [exe("ml_run"), "-m", path, "--chat", "auto", "-n", "8", "--temp", "0"],
-            input="Hi there\n",
-        )
-        hide = must(
-            [
-                exe("ml_run"),
-                "-m",
-                path,
-                "--chat",
-                "auto",
-                "-n",
-                "8",
-                "--temp",
-                "0",
-                "--think",
-                "hide",
-            ],
-            input="Hi there\n",
-        )
-        assert "qwen3.5 template" in show.stderr and show.stdout.startswith("<think>"), show
-        assert "<think>" not in hide.stdout, hide.stdout
-    # ml_bench: llama-bench's JSON, a pp and a tg test per thread count.
-    r = must(
-        [exe("ml_bench"), "-m", path, "-p", "16", "-n", "4", "-t", "1,2", "-r", "1", "-o", "json"]
-    )
-    rows = json.loads(r.stdout)
-    assert [(x["n_threads"], x["test"]) for x in rows] == [
-        (1, "pp16"),
-        (1, "tg4"),
-        (2, "pp16"),
-        (2, "tg4"),
-    ], rows
-    assert all(x["avg_ts"] > 0 and len(x["samples_ns"]) == 1 for x in rows), rows
-    print("ok: cli", model)
-
-
-def case_bench(a, model: str) -> None:
-    """ml_bench's four output formats, the statistics against the samples, errors by option."""
-    path = mlb(a.work, model, "q8_0")
-    bench = [os.path.join(a.bin, "ml_bench"), "-m", path]
-    common = ["-p", "8,16", "-n", "3", "-t", "1,2", "-r", "3"]
-    rows = json.loads(must(bench + common + ["-o", "json"]).stdout)
-    want = [(t, name) for t in (1, 2) for name in ("pp8", "pp16", "tg3")]
-    assert [(x["n_threads"], x["test"]) for x in rows] == want, rows
-    meta = read_meta(path)
-    weights = [t for t in meta["tensors"] if t["dtype"] != "bytes"]
-    for x in rows:
-        n_tok = x["n_prompt"] + x["n_gen"]
-        assert len(x["samples_ns"]) == len(x["samples_ts"]) == 3, x
-        ts = [n_tok * 1e9 / ns for ns in x["samples_ns"]]
-        assert np.allclose(ts, x["samples_ts"]) and np.isclose(x["avg_ts"], np.mean(ts)), x
-        assert np.isclose(x["stddev_ts"], np.std(ts, ddof=1)), x
-        assert abs(x["avg_ns"] - np.mean(x["samples_ns"])) <= 1, x
-        assert x["model_size"] == sum(t["size"] for t in weights), x
-        assert x["model_n_params"] == sum(int(np.prod(t["shape"])) for t in weights), x
-        assert x["model_arch"] == meta["config"]["arch"] and x["n_batch"] == 128, x
-    # jsonl: the same tests one object a line; csv: the scalar fields, every cell quoted.
-    lines = must(bench + common + ["-o", "jsonl"]).stdout.splitlines()
-    assert [json.loads(ln)["test"] for ln in lines] == [name for _, name in want], lines
-    lines = must(bench + common + ["-o", "csv"]).stdout.splitlines()
-    table = list(csv.reader(lines))
-    assert table[0] == [k for k, v in rows[0].items() if not isinstance(v, list)], table[0]
-    assert [r[table[0].index("test")] for r in table[1:]] == [name for _, name in want], table
-    assert all(len(r) == len(table[0]) for r in table), table
-    assert all(
-        ln.startswith('"') and ln.endswith('"') and ln.count('","') == len(table[0]) - 1
-        for ln in lines[1:]
-    ), lines
-    # md: llama-bench's columns; the header, the rule and every row have their '|' in one place.
-    md = must(bench + ["-p", "8", "-n", "2", "-t", "1", "-r", "2"]).stdout.splitlines()
-    table = [ln for ln in md if ln.startswith("|")]
-    assert [c.strip() for c in table[0].strip("|").split("|")] == [
-        "model",
-        "size",
-        "params",
-        "isa",
-        "threads",
-        "test",
-        "t/s",
-    ], table
-    bars = [[i for i, ch in enumerate(ln) if ch == "|"] for ln in table]
-    assert len(table) == 4 and all(b == bars[0] for b in bars), table
-    assert "pp8" in table[2] and "tg2" in table[3] and " ± " in table[2], table
-    assert any(ln.startswith("build: ml_bench ") for ln in md), md
-    # A test longer than the context is shortened to fit and says so (where the context is small
-    # enough to fill: the depth is evaluated before each repetition).
-    ctx = meta["config"]["max_ctx"]
-    if ctx <= 4096:
-        r = must(
-            bench + ["-p", "16", "-n", "0", "-d", str(ctx - 4), "-t", "1", "-r", "1", "-o", "json"]
-        )
-        assert json.loads(r.stdout)[0]["test"] == f"pp4 @ d{ctx - 4}", r.stdout
-        assert "does not fit" in r.stderr, r.stderr
-    # Bad options: one line naming the option, exit 2.
-    for args, word in (
-        (["-t", "x"], "--threads"),
-        (["-t", "1,0"], "--threads"),
-        (["-p", "-1"], "--n-prompt"),
-        (["-o", "xml"], "--output"),
-        (["-r", "0"], "--repetitions"),
-        (["-b", "0"], "--batch"),
-        (["-d", str(ctx)], "context"),
-    ):
-        r = run(bench + args)
-        lines = [ln for ln in r.stderr.splitlines() if "loaded in" not in ln]
-        assert (
-            r.returncode == 2
-            and len(lines) == 1
-            and word in lines[0]
-            and lines[0].startswith("ml_bench: error:")
-        ), (args, r.returncode, r.stderr)
-    print("ok: bench", model)
-
-
-def read_meta(path: str) -> dict:
-    with open(path, "rb") as f:
-        head = f.read(24)
-        return json.loads(f.read(struct.unpack_from("<Q", head, 16)[0]))
-
-
-def check_info_config(cfg: dict, got: dict) -> None:
-    """The dump's config against the file's, key by key; absent keys as the loader defaults them."""
-    for k, v in cfg.items():
-        if isinstance(v, float) or (isinstance(v, list) and v and isinstance(v[0], float)):
-            assert np.allclose(np.float32(v), np.float32(got[k]), rtol=1e-6), (k, v, got[k])
-        else:
-            assert got[k] == v, (k, v, got[k])
-    n = cfg["n_layers"]
-    assert got["rope_dim"] == cfg.get("rope_dim", cfg["head_dim"]), got["rope_dim"]
-    assert got["layer_window"] == cfg.get("layer_window", [cfg.get("sliding_window", 0)] * n)
-    assert got["layer_rope"] == cfg.get("layer_rope", [True] * n)
-
-
-def case_info(a, model: str) -> None:
-    """ml_tok info against the .mlb read independently here (header, metadata, tensor table)."""
-    path = mlb(a.work, model, "q4_0")
-    tok = os.path.join(a.bin, "ml_tok")
-    raw = open(path, "rb").read()
-    version, _, json_size = struct.unpack_from("<IIQ", raw, 8)
-    meta = json.loads(raw[24 : 24 + json_size])
-    info = json.loads(must([tok, "info", path, "--json"]).stdout)
-    assert (info["version"], info["kind"], info["file_size"], info["data_offset"]) == (
-        version,
-        "model",
-        len(raw),
-        (24 + json_size + 63) // 64 * 64,
-    ), info
-    assert info["source"] == meta["source"], info["source"]
-    check_info_config(meta["config"], info["config"])
-    want = [(t["name"], t["dtype"], t["shape"], t["offset"], t["size"]) for t in meta["tensors"]]
-    got = [(t["name"], t["dtype"], t["shape"], t["offset"], t["bytes"]) for t in info["tensors"]]
-    assert got == want, (got[:3], want[:3])
-    totals: dict = {}
-    for t in meta["tensors"]:
-        x = totals.setdefault(t["dtype"], {"tensors": 0, "elements": 0, "bytes": 0})
-        x["tensors"] += 1
-        x["elements"] += int(np.prod(t["shape"]))
-        x["bytes"] += t["size"]
-    assert info["totals"] == totals, (info["totals"], totals)
-    assert info["n_params"] == sum(x["elements"] for d, x in totals.items() if d != "bytes")
-    tj = json.loads(mlbfile.MlbReader(path).raw("tokenizer.json"))
-    kind = "byte-level BPE" if (tj.get("decoder") or {}).get("type") == "ByteLevel" else None
-    assert info["tokenizer"]["n_added"] == len(tj.get("added_tokens", [])), info["tokenizer"]
-    assert kind is None or info["tokenizer"]["kind"] == kind, info["tokenizer"]
-    # The readable dump: every tensor on a line with its dtype and shape, the chat template.
-    text = must([tok, "info", path]).stdout
-    rows = {
-        ln.split()[1]: ln
-        for ln in text.splitlines()
-        if len(ln.split()) > 5 and ln.split()[0].isdigit()
-    }
-    for name, dtype, shape, offset, size in want:
-        ln = rows[name]
-        assert f" {dtype} " in ln and f"[{', '.join(map(str, shape))}]" in ln, ln
-        assert ln.split()[-2:] == [str(size), str(offset)], ln
-    tmpl = meta["config"]["chat_template"] or "none recorded"
-    assert any(ln.split(None, 1) == ["chat_template", tmpl] for ln in text.splitlines()), text[
-        :2000
-    ]
-    # The other order (ml_tok FILE info) and a tokenizer file.
-    assert must([tok, path, "info", "--json"]).stdout == must([tok, "info", path, "--json"]).stdout
-    mlt = os.path.join(a.work, f"{model}-info.mlt")
-    must(tool("convert_tokenizer.py") + [os.path.join(a.work, model), "-o", mlt])
-    t_info = json.loads(must([tok, "info", mlt, "--json"]).stdout)
-    assert (
-        t_info["kind"] == "tokenizer" and "config" not in t_info and t_info["n_params"] == 0
-    ), t_info
-    # Corrupt files: one line naming the problem, exit 2 (config errors too: info parses it).
-    bad_dir = os.path.join(a.work, f"bad-info-{model}")  # one per case: they run at once
-    os.makedirs(bad_dir, exist_ok=True)
-    variants = corrupt_variants(
-        open(mlb(a.work, "llama", "q8_0"), "rb").read()
-    )  # names llama's tensors
-    for name in (
-        "empty",
-        "wrong-magic",
-        "truncated-json",
-        "truncated-data",
-        "size-mismatch",
-        "unknown-dtype",
-        "unknown-arch",
-        "missing-config-key",
-    ):
-        data, word = variants[name]
-        p = os.path.join(bad_dir, name + ".mlb")
-        open(p, "wb").write(data)
-        r = run([tok, "info", p])
-        lines = r.stderr.strip().splitlines()
-        assert (
-            r.returncode == 2
-            and len(lines) == 1
-            and lines[0].startswith("ml_tok: error:")
-            and word.lower() in lines[0].lower()
-            and not r.stdout
-        ), (name, r.returncode, r.stderr)
-    print("ok: info", model)
-
-
-# The e2e models' tokenizers and the fixture of the same tokenizer (tests/tokenizer).
-TOK_FIXTURE = {"llama": "llama3", "qwen3": "qwen3"}
-
-
-def case_tok(a, model: str) -> None:
-    """ml_tok encode's --no-parse-special (ids from the tokenizer fixtures' reference), --count and
-    --show-pieces."""
-    path = mlb(a.work, model, "q8_0")
-    tok = [os.path.join(a.bin, "ml_tok"), path]
-    fdir = os.path.join(SRC, "tests", "tokenizer")
-    texts = json.load(open(os.path.join(fdir, "texts.json"), encoding="utf-8"))
-    cases = json.load(open(os.path.join(fdir, "fixtures", TOK_FIXTURE[model] + ".json")))["cases"]
-    nps = [(t, c) for t, c in zip(texts, cases) if "plain_nps" in c]
-    assert nps, "the fixture has no special-token texts"
-    for text, c in nps:
-        parsed = must(tok + ["encode", "--no-special", text]).stdout.split()
-        plain = must(tok + ["encode", "--no-special", "--no-parse-special", text]).stdout.split()
-        assert list(map(int, parsed)) == c["plain"], (text, parsed)
-        assert list(map(int, plain)) == c["plain_nps"], (text, plain, c["plain_nps"])
-    text = "Hello world, <|im_start|> café 😀 ∑"
-    ids = must(tok + ["encode", text]).stdout.split()
-    assert must(tok + ["encode", "--count", text]).stdout == f"{len(ids)}\n"
-    # --show-pieces: "ID -> 'PIECE'" a line, the piece's bytes as they are (maybe part of a
-    # character), so read bytes; byte-level pieces without the special tokens spell the text.
-    for special, want_ids in (([], ids), (["--no-special"], None)):
-        r = subprocess.run(tok + ["encode", "--show-pieces", *special, text], capture_output=True)
-        rows = [ln.split(b" -> ", 1) for ln in r.stdout.split(b"\n") if ln]
-        assert r.returncode == 0 and all(
-            p.startswith(b"'") and p.endswith(b"'") for _, p in rows
-        ), r
-        if want_ids:
-            assert [i.strip().decode() for i, _ in rows] == want_ids, rows
-        else:
-            assert b"".join(p[1:-1] for _, p in rows) == text.encode(), rows
-    r = run(tok + ["encode", "--count", "--show-pieces", "x"])
-    assert (
-        r.returncode == 2 and r.stderr.startswith("ml_tok: error:") and "--count" in r.stderr
-    ), r.stderr
-    print("ok: tok", model)
 
 
 def case_llama2c(a) -> None:
@@ -850,7 +410,7 @@ ARM_GUARD_CPU = {
 
 
 def case_arm_guard(a, isa: str) -> None:
-    qemu = EMULATOR[0]  # qemu-aarch64 or qemu-arm, from the build's emulator
+    qemu = Target.emulator[0]  # qemu-aarch64 or qemu-arm, from the build's emulator
     for cpu, feature in ARM_GUARD_CPU[isa]:
         for exe, args in (
             ("ml_run", ["-m", "x.mlb", "-p", "hi"]),
@@ -907,14 +467,13 @@ def case_sve_vl(a, model: str, quant: str) -> None:
 
 
 def main() -> None:
-    global EMULATOR, BIN_DIR
     p = argparse.ArgumentParser()
     p.add_argument("--bin", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--emulator", default="", help="command prefix for the built executables")
     p.add_argument("case")
     a = p.parse_args()
-    EMULATOR, BIN_DIR = a.emulator.split(), os.path.abspath(a.bin)
+    Target.emulator, Target.bin_dir = a.emulator.split(), os.path.abspath(a.bin)
     kind, *rest = a.case.split(":")
     {
         "setup": case_setup,

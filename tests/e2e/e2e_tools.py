@@ -1,0 +1,314 @@
+"""End-to-end cases of the executables' user-facing modes on the random checkpoints: ml_run's
+command line (cli), ml_bench's table and outputs (bench), ml_run --info / ml_tok info against
+tools/mlb.py (info), and ml_tok against the reference tokenizer fixtures (tok). e2e.py runs them.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+from e2e_common import SRC, corrupt_variants, mlb, must, run, tool
+
+sys.path.insert(0, os.path.join(SRC, "tools"))
+import mlb as mlbfile  # noqa: E402  tools/mlb.py: the .mlb reader written from docs/format.md
+
+
+def case_cli(a, model: str) -> None:
+    path = mlb(a.work, model, "q8_0")
+    exe = lambda n: os.path.join(a.bin, n)  # noqa: E731
+    r = must([exe("ml_run"), "-m", path, "-p", "Hello world", "-n", "12", "--temp", "0"])
+    assert r.stdout.startswith("Hello world"), r.stdout
+    assert "generated: 12 tokens" in r.stderr or "generated:" in r.stderr, r.stderr
+    # Greedy generation is deterministic: the same text twice, and for any thread count.
+    r2 = must(
+        [exe("ml_run"), "-m", path, "-p", "Hello world", "-n", "12", "--temp", "0", "-t", "1"]
+    )
+    assert r.stdout == r2.stdout, (r.stdout, r2.stdout)
+    # Seeded sampling is reproducible.
+    s1 = must([exe("ml_run"), "-m", path, "-p", "Once", "-n", "10", "--seed", "5"]).stdout
+    s2 = must([exe("ml_run"), "-m", path, "-p", "Once", "-n", "10", "--seed", "5"]).stdout
+    assert s1 == s2, (s1, s2)
+    # ml_tok round trip on the model file.
+    ids = must([exe("ml_tok"), path, "encode", "--no-special", "Hello world"]).stdout.split()
+    assert ids and all(i.isdigit() for i in ids), ids
+    text = must([exe("ml_tok"), path, "decode"] + ids).stdout
+    assert text == "Hello world\n", repr(text)
+    # The standalone tokenizer file (.mlt) tokenizes exactly as the model file does.
+    mlt = os.path.join(a.work, f"{model}.mlt")
+    must(tool("convert_tokenizer.py") + [os.path.join(a.work, model), "-o", mlt])
+    for special in ([], ["--no-special"]):
+        x = must([exe("ml_tok"), mlt, "encode"] + special + ["Hi there, 12345!"]).stdout
+        y = must([exe("ml_tok"), path, "encode"] + special + ["Hi there, 12345!"]).stdout
+        assert x == y and x.strip(), (x, y)
+    # A two-turn chat over stdin keeps going and ends cleanly at EOF.
+    tmpl = {"llama": "llama3", "mistral": "llama2"}.get(model, "auto")
+    r = must(
+        [exe("ml_run"), "-m", path, "--chat", tmpl, "-n", "8", "--temp", "0", "-v"],
+        input="Hi there\nAnd again\n",
+    )
+    assert r.stderr.count("generated:") == 2, r.stderr
+    if model == "qwen35":  # the Qwen3.5 template opens a think block; --think hide drops it
+        show = must(
+            [exe("ml_run"), "-m", path, "--chat", "auto", "-n", "8", "--temp", "0"],
+            input="Hi there\n",
+        )
+        hide = must(
+            [
+                exe("ml_run"),
+                "-m",
+                path,
+                "--chat",
+                "auto",
+                "-n",
+                "8",
+                "--temp",
+                "0",
+                "--think",
+                "hide",
+            ],
+            input="Hi there\n",
+        )
+        assert "qwen3.5 template" in show.stderr and show.stdout.startswith("<think>"), show
+        assert "<think>" not in hide.stdout, hide.stdout
+    # ml_bench: llama-bench's JSON, a pp and a tg test per thread count.
+    r = must(
+        [exe("ml_bench"), "-m", path, "-p", "16", "-n", "4", "-t", "1,2", "-r", "1", "-o", "json"]
+    )
+    rows = json.loads(r.stdout)
+    assert [(x["n_threads"], x["test"]) for x in rows] == [
+        (1, "pp16"),
+        (1, "tg4"),
+        (2, "pp16"),
+        (2, "tg4"),
+    ], rows
+    assert all(x["avg_ts"] > 0 and len(x["samples_ns"]) == 1 for x in rows), rows
+    print("ok: cli", model)
+
+
+def case_bench(a, model: str) -> None:
+    """ml_bench's four output formats, the statistics against the samples, errors by option."""
+    path = mlb(a.work, model, "q8_0")
+    bench = [os.path.join(a.bin, "ml_bench"), "-m", path]
+    common = ["-p", "8,16", "-n", "3", "-t", "1,2", "-r", "3"]
+    rows = json.loads(must(bench + common + ["-o", "json"]).stdout)
+    want = [(t, name) for t in (1, 2) for name in ("pp8", "pp16", "tg3")]
+    assert [(x["n_threads"], x["test"]) for x in rows] == want, rows
+    meta = read_meta(path)
+    weights = [t for t in meta["tensors"] if t["dtype"] != "bytes"]
+    for x in rows:
+        n_tok = x["n_prompt"] + x["n_gen"]
+        assert len(x["samples_ns"]) == len(x["samples_ts"]) == 3, x
+        ts = [n_tok * 1e9 / ns for ns in x["samples_ns"]]
+        assert np.allclose(ts, x["samples_ts"]) and np.isclose(x["avg_ts"], np.mean(ts)), x
+        assert np.isclose(x["stddev_ts"], np.std(ts, ddof=1)), x
+        assert abs(x["avg_ns"] - np.mean(x["samples_ns"])) <= 1, x
+        assert x["model_size"] == sum(t["size"] for t in weights), x
+        assert x["model_n_params"] == sum(int(np.prod(t["shape"])) for t in weights), x
+        assert x["model_arch"] == meta["config"]["arch"] and x["n_batch"] == 128, x
+    # jsonl: the same tests one object a line; csv: the scalar fields, every cell quoted.
+    lines = must(bench + common + ["-o", "jsonl"]).stdout.splitlines()
+    assert [json.loads(ln)["test"] for ln in lines] == [name for _, name in want], lines
+    lines = must(bench + common + ["-o", "csv"]).stdout.splitlines()
+    table = list(csv.reader(lines))
+    assert table[0] == [k for k, v in rows[0].items() if not isinstance(v, list)], table[0]
+    assert [r[table[0].index("test")] for r in table[1:]] == [name for _, name in want], table
+    assert all(len(r) == len(table[0]) for r in table), table
+    assert all(
+        ln.startswith('"') and ln.endswith('"') and ln.count('","') == len(table[0]) - 1
+        for ln in lines[1:]
+    ), lines
+    # md: llama-bench's columns; the header, the rule and every row have their '|' in one place.
+    md = must(bench + ["-p", "8", "-n", "2", "-t", "1", "-r", "2"]).stdout.splitlines()
+    table = [ln for ln in md if ln.startswith("|")]
+    assert [c.strip() for c in table[0].strip("|").split("|")] == [
+        "model",
+        "size",
+        "params",
+        "isa",
+        "threads",
+        "test",
+        "t/s",
+    ], table
+    bars = [[i for i, ch in enumerate(ln) if ch == "|"] for ln in table]
+    assert len(table) == 4 and all(b == bars[0] for b in bars), table
+    assert "pp8" in table[2] and "tg2" in table[3] and " ± " in table[2], table
+    assert any(ln.startswith("build: ml_bench ") for ln in md), md
+    # A test longer than the context is shortened to fit and says so (where the context is small
+    # enough to fill: the depth is evaluated before each repetition).
+    ctx = meta["config"]["max_ctx"]
+    if ctx <= 4096:
+        r = must(
+            bench + ["-p", "16", "-n", "0", "-d", str(ctx - 4), "-t", "1", "-r", "1", "-o", "json"]
+        )
+        assert json.loads(r.stdout)[0]["test"] == f"pp4 @ d{ctx - 4}", r.stdout
+        assert "does not fit" in r.stderr, r.stderr
+    # Bad options: one line naming the option, exit 2.
+    for args, word in (
+        (["-t", "x"], "--threads"),
+        (["-t", "1,0"], "--threads"),
+        (["-p", "-1"], "--n-prompt"),
+        (["-o", "xml"], "--output"),
+        (["-r", "0"], "--repetitions"),
+        (["-b", "0"], "--batch"),
+        (["-d", str(ctx)], "context"),
+    ):
+        r = run(bench + args)
+        lines = [ln for ln in r.stderr.splitlines() if "loaded in" not in ln]
+        assert (
+            r.returncode == 2
+            and len(lines) == 1
+            and word in lines[0]
+            and lines[0].startswith("ml_bench: error:")
+        ), (args, r.returncode, r.stderr)
+    print("ok: bench", model)
+
+
+def read_meta(path: str) -> dict:
+    with open(path, "rb") as f:
+        head = f.read(24)
+        return json.loads(f.read(struct.unpack_from("<Q", head, 16)[0]))
+
+
+def check_info_config(cfg: dict, got: dict) -> None:
+    """The dump's config against the file's, key by key; absent keys as the loader defaults them."""
+    for k, v in cfg.items():
+        if isinstance(v, float) or (isinstance(v, list) and v and isinstance(v[0], float)):
+            assert np.allclose(np.float32(v), np.float32(got[k]), rtol=1e-6), (k, v, got[k])
+        else:
+            assert got[k] == v, (k, v, got[k])
+    n = cfg["n_layers"]
+    assert got["rope_dim"] == cfg.get("rope_dim", cfg["head_dim"]), got["rope_dim"]
+    assert got["layer_window"] == cfg.get("layer_window", [cfg.get("sliding_window", 0)] * n)
+    assert got["layer_rope"] == cfg.get("layer_rope", [True] * n)
+
+
+def case_info(a, model: str) -> None:
+    """ml_tok info against the .mlb read independently here (header, metadata, tensor table)."""
+    path = mlb(a.work, model, "q4_0")
+    tok = os.path.join(a.bin, "ml_tok")
+    raw = open(path, "rb").read()
+    version, _, json_size = struct.unpack_from("<IIQ", raw, 8)
+    meta = json.loads(raw[24 : 24 + json_size])
+    info = json.loads(must([tok, "info", path, "--json"]).stdout)
+    assert (info["version"], info["kind"], info["file_size"], info["data_offset"]) == (
+        version,
+        "model",
+        len(raw),
+        (24 + json_size + 63) // 64 * 64,
+    ), info
+    assert info["source"] == meta["source"], info["source"]
+    check_info_config(meta["config"], info["config"])
+    want = [(t["name"], t["dtype"], t["shape"], t["offset"], t["size"]) for t in meta["tensors"]]
+    got = [(t["name"], t["dtype"], t["shape"], t["offset"], t["bytes"]) for t in info["tensors"]]
+    assert got == want, (got[:3], want[:3])
+    totals: dict = {}
+    for t in meta["tensors"]:
+        x = totals.setdefault(t["dtype"], {"tensors": 0, "elements": 0, "bytes": 0})
+        x["tensors"] += 1
+        x["elements"] += int(np.prod(t["shape"]))
+        x["bytes"] += t["size"]
+    assert info["totals"] == totals, (info["totals"], totals)
+    assert info["n_params"] == sum(x["elements"] for d, x in totals.items() if d != "bytes")
+    tj = json.loads(mlbfile.MlbReader(path).raw("tokenizer.json"))
+    kind = "byte-level BPE" if (tj.get("decoder") or {}).get("type") == "ByteLevel" else None
+    assert info["tokenizer"]["n_added"] == len(tj.get("added_tokens", [])), info["tokenizer"]
+    assert kind is None or info["tokenizer"]["kind"] == kind, info["tokenizer"]
+    # The readable dump: every tensor on a line with its dtype and shape, the chat template.
+    text = must([tok, "info", path]).stdout
+    rows = {
+        ln.split()[1]: ln
+        for ln in text.splitlines()
+        if len(ln.split()) > 5 and ln.split()[0].isdigit()
+    }
+    for name, dtype, shape, offset, size in want:
+        ln = rows[name]
+        assert f" {dtype} " in ln and f"[{', '.join(map(str, shape))}]" in ln, ln
+        assert ln.split()[-2:] == [str(size), str(offset)], ln
+    tmpl = meta["config"]["chat_template"] or "none recorded"
+    assert any(ln.split(None, 1) == ["chat_template", tmpl] for ln in text.splitlines()), text[
+        :2000
+    ]
+    # The other order (ml_tok FILE info) and a tokenizer file.
+    assert must([tok, path, "info", "--json"]).stdout == must([tok, "info", path, "--json"]).stdout
+    mlt = os.path.join(a.work, f"{model}-info.mlt")
+    must(tool("convert_tokenizer.py") + [os.path.join(a.work, model), "-o", mlt])
+    t_info = json.loads(must([tok, "info", mlt, "--json"]).stdout)
+    assert (
+        t_info["kind"] == "tokenizer" and "config" not in t_info and t_info["n_params"] == 0
+    ), t_info
+    # Corrupt files: one line naming the problem, exit 2 (config errors too: info parses it).
+    bad_dir = os.path.join(a.work, f"bad-info-{model}")  # one per case: they run at once
+    os.makedirs(bad_dir, exist_ok=True)
+    variants = corrupt_variants(
+        open(mlb(a.work, "llama", "q8_0"), "rb").read()
+    )  # names llama's tensors
+    for name in (
+        "empty",
+        "wrong-magic",
+        "truncated-json",
+        "truncated-data",
+        "size-mismatch",
+        "unknown-dtype",
+        "unknown-arch",
+        "missing-config-key",
+    ):
+        data, word = variants[name]
+        p = os.path.join(bad_dir, name + ".mlb")
+        open(p, "wb").write(data)
+        r = run([tok, "info", p])
+        lines = r.stderr.strip().splitlines()
+        assert (
+            r.returncode == 2
+            and len(lines) == 1
+            and lines[0].startswith("ml_tok: error:")
+            and word.lower() in lines[0].lower()
+            and not r.stdout
+        ), (name, r.returncode, r.stderr)
+    print("ok: info", model)
+
+
+# The e2e models' tokenizers and the fixture of the same tokenizer (tests/tokenizer).
+TOK_FIXTURE = {"llama": "llama3", "qwen3": "qwen3"}
+
+
+def case_tok(a, model: str) -> None:
+    """ml_tok encode's --no-parse-special (ids from the tokenizer fixtures' reference), --count and
+    --show-pieces."""
+    path = mlb(a.work, model, "q8_0")
+    tok = [os.path.join(a.bin, "ml_tok"), path]
+    fdir = os.path.join(SRC, "tests", "tokenizer")
+    texts = json.load(open(os.path.join(fdir, "texts.json"), encoding="utf-8"))
+    cases = json.load(open(os.path.join(fdir, "fixtures", TOK_FIXTURE[model] + ".json")))["cases"]
+    nps = [(t, c) for t, c in zip(texts, cases) if "plain_nps" in c]
+    assert nps, "the fixture has no special-token texts"
+    for text, c in nps:
+        parsed = must(tok + ["encode", "--no-special", text]).stdout.split()
+        plain = must(tok + ["encode", "--no-special", "--no-parse-special", text]).stdout.split()
+        assert list(map(int, parsed)) == c["plain"], (text, parsed)
+        assert list(map(int, plain)) == c["plain_nps"], (text, plain, c["plain_nps"])
+    text = "Hello world, <|im_start|> café 😀 ∑"
+    ids = must(tok + ["encode", text]).stdout.split()
+    assert must(tok + ["encode", "--count", text]).stdout == f"{len(ids)}\n"
+    # --show-pieces: "ID -> 'PIECE'" a line, the piece's bytes as they are (maybe part of a
+    # character), so read bytes; byte-level pieces without the special tokens spell the text.
+    for special, want_ids in (([], ids), (["--no-special"], None)):
+        r = subprocess.run(tok + ["encode", "--show-pieces", *special, text], capture_output=True)
+        rows = [ln.split(b" -> ", 1) for ln in r.stdout.split(b"\n") if ln]
+        assert r.returncode == 0 and all(
+            p.startswith(b"'") and p.endswith(b"'") for _, p in rows
+        ), r
+        if want_ids:
+            assert [i.strip().decode() for i, _ in rows] == want_ids, rows
+        else:
+            assert b"".join(p[1:-1] for _, p in rows) == text.encode(), rows
+    r = run(tok + ["encode", "--count", "--show-pieces", "x"])
+    assert (
+        r.returncode == 2 and r.stderr.startswith("ml_tok: error:") and "--count" in r.stderr
+    ), r.stderr
+    print("ok: tok", model)
