@@ -13,8 +13,7 @@
 //    the row's lane; tiled.h's q_kernel then does acc = fma(float(isum), d_w*d_a, acc) per
 //    block, whatever the register tile or token grouping: bitwise batch/range independence.
 // Include from exactly one TU (only one kernels/<isa>.cpp is compiled in a build): it defines
-// the table entries common to the four; the TU defines isa_name, missing_cpu_feature, pack and
-// matmul on top of arm::pack_tiles and tiled::matmul<arm::Tiled<Dot>>.
+// the table entries common to the four; the TU adds the rest with KRAFLA_ARM_ENTRIES.
 #pragma once
 #include <arm_neon.h>
 
@@ -259,15 +258,10 @@ struct Qreg {
 // The ISA's tile policy for tiled.h's register-tile bodies and driver, around the TU's block
 // dot (Dot::block; Dot::kDecodeTiles: row tiles per single-token pass).
 template <class Dot>
-struct Tiled {
+struct Tiled : tiled::SmallRegisterTiles<Dot::kDecodeTiles> {
   using V = Qreg;
   using I = int32x4_t;
   static constexpr int kTile = arm::kTile;
-  static constexpr int64_t r_step(int64_t tok_step) {
-    return tok_step == 1 ? Dot::kDecodeTiles : tok_step == 2 ? 2 : 1;
-  }
-  // Register tiles the driver may ask for: their accumulators must fit the register file.
-  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
   static float32x4_t to_f32(int32x4_t x) { return vcvtq_f32_s32(x); }
   static float32x4_t load_f16(const uint8_t* p) { return half4(p); }
   // The first line of the record 8 ahead: the hardware prefetcher follows the stream.
@@ -311,31 +305,15 @@ inline void quantize_block(const float* x, ActBlock* out) {
 
 // ---- the table entries common to the NEON ISAs ----
 
-int row_tile() { return arm::kTile; }
-
-size_t packed_size(WType t, int64_t rows, int64_t cols) {
-  return size_t(arm::L::n_tiles(rows)) * arm::L::tile_bytes(t, cols);
-}
-
-size_t act_row_size(WType t, int64_t cols) { return tiled::act_row_size(t, cols); }
+KRAFLA_TILED_LAYOUT_ENTRIES(arm::L)
 
 void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
-  if (t == WType::F32 || t == WType::F16) {
-    std::memcpy(dst, x, size_t(cols) * 4);
-    return;
-  }
+  if (copy_float_act(t, x, cols, dst)) return;
   for (int64_t b = 0; b < cols / kQBlock; ++b)
     arm::quantize_block(x + b * kQBlock, static_cast<tiled::ActBlock*>(dst) + b);
 }
 
-void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
-  if (t == WType::F16) return f16_to_f32(static_cast<const uint16_t*>(src), dst, cols);
-  scalar::dequantize_row(t, src, dst, cols);
-}
-
-void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) {
-  scalar::quantize_row_q8_0(x, dst, cols);
-}
+KRAFLA_SCALAR_ROW_ENTRIES()
 
 void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
   int64_t i = 0;
@@ -374,3 +352,12 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 KRAFLA_VEC_MATH_ENTRIES(arm::Qreg)
 
 }  // namespace krafla::kernels
+
+// The entries where the NEON ISAs differ: the name, the pack (MMLA: i8mm's row pairs) and the
+// block dot policy DOT.
+#define KRAFLA_ARM_ENTRIES(NAME, MMLA, DOT)                                               \
+  KRAFLA_TILED_ISA_ENTRIES(NAME, arm::Tiled<DOT>)                                         \
+  void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, \
+            void* dst) {                                                                  \
+    arm::pack_tiles<MMLA>(t, src, rows, cols, r0, r1, dst);                               \
+  }

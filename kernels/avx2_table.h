@@ -1,21 +1,15 @@
 // The AVX2-class kernel table on the row-tiled layout of tiled.h with 8-row tiles, shared by
 // avx2.cpp and avxvnni.cpp. A ymm holds 8 rows x 4 quant bytes and a broadcast 4-byte
-// activation group serves all 8 rows. The two differ only in the u8 x s8 block dot:
-//  * AVX2 (kVnni = false), from vpmaddubsw (pairs into saturating int16) and vpmaddwd (int16
-//    pairs into int32):
-//    - Q4_0: nibbles are the unsigned operand, dot(n, a) = dot(w, a) + 8*sum(a). A pair is at
-//      most 2*15*127 = 3810, so a block's 8 groups sum in int16 (<= 30480) before one vpmaddwd.
-//    - Q8_0: weights stay signed; the sign moves to the activation, maddubs(|w|, sign(a, w)).
-//      A pair is at most 2*128*127 = 32512: fits int16, but two do not, so every group goes
-//      through vpmaddwd. No correction term (corr = 0).
-//  * AVX-VNNI (kVnni = true): one vpdpbusd per group, the weights unsigned (Q8_0 packed
-//    xor 0x80 = w + 128, corr = 128*sum(a)), the int32 lane starting at -corr.
+// activation group serves all 8 rows. The two differ only in the u8 x s8 block dot of
+// int_dot.h (see there for the int16 bounds and corrections):
+//  * AVX2 (VNNI = false): maddubs_block, vpmaddubsw + vpmaddwd; Q8_0 packed as it is, corr =
+//    8*sum(a) for Q4_0 only;
+//  * AVX-VNNI (VNNI = true): vnni_block, one vpdpbusd per group; Q8_0 packed xor 0x80 = w + 128,
+//    corr = 128*sum(a) for it.
 //  * acc = fma(float(isum_b), d_w*d_a, acc) per block in the row's lane, whatever the register
 //    tile (4 tiles x 1 token, 2 x 2, 1 x 3-4): bitwise batch/range independence.
 // Include from exactly one TU (only one kernels/<isa>.cpp is compiled in a build): it defines
-// the table entries common to both, and the TU defines isa_name, missing_cpu_feature, pack,
-// quantize_act and matmul on top of L::pack, avx2::quantize_act_impl and the tile policy
-// avx2::Avx2<kVnni>.
+// the table entries common to both, and the TU adds the rest with KRAFLA_AVX2_CLASS_ENTRIES.
 #pragma once
 #include <immintrin.h>
 
@@ -23,6 +17,7 @@
 #include <cstring>
 
 #include "kernels/common.h"
+#include "kernels/int_dot.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
 #include "kernels/vec_math.h"
@@ -35,10 +30,6 @@ constexpr int kTile = 8;
 using L = tiled::Layout<kTile>;
 using tiled::ActBlock;
 using tiled::imin;
-// Decode prefetch distance, in (tile, block) records ahead of use in each tile stream. 2-8
-// measured alike (+15-30% over no prefetch on Zen 4); 16+ starts to lose. On Zen 5: avx2
-// +42-65% on Q8_0/Q4_0 decode, avxvnni +20-40% on Q4_0 and even on Q8_0.
-constexpr size_t kPrefetchRecs = 8;
 
 inline __m256i lane_mask(int64_t n) {  // lanes < n all-ones
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(imin(n, 8))),
@@ -124,150 +115,48 @@ struct Ymm {
 
 // ---- matmul ----
 
-// The AVX-VNNI block dot: vpdpbusd takes the weights as its unsigned operand (Q4 nibbles as
-// they are, Q8 stored xor 0x80 = w + 128) and the int32 lane starts at -corr = -c*sum(a).
-template <bool kQ4, int R, int T>
-inline void vnni_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
-                       __m256i (&ia)[R][T]) {
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) {
-    const __m256i c = _mm256_set1_epi32(-a[t][b].corr);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) ia[r][t] = c;
+// The integer vector trait of int_dot.h: ymm, 8 rows x 4 quant bytes.
+struct YmmInt {
+  using I = __m256i;
+  static constexpr int kTile = avx2::kTile;
+  static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p)); }
+  static I bcast4(const int8_t* p) { return avx2::bcast4(p); }
+  static I set1(int32_t x) { return _mm256_set1_epi32(x); }
+  static I zero() { return _mm256_setzero_si256(); }
+  static void nibbles(I v, I& lo, I& hi) {
+    const I m0f = _mm256_set1_epi8(0x0f);
+    lo = _mm256_and_si256(v, m0f);
+    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
   }
-  if constexpr (kQ4) {
-    const __m256i m0f = _mm256_set1_epi8(0x0f);
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      __m256i lo[R], hi[R];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const __m256i v =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * k));
-        lo[r] = _mm256_and_si256(v, m0f);
-        hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
-      }
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        const __m256i alo = bcast4(a[t][b].qs + 4 * k), ahi = bcast4(a[t][b].qs + 16 + 4 * k);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          ia[r][t] = _mm256_dpbusd_avx_epi32(ia[r][t], lo[r], alo);
-          ia[r][t] = _mm256_dpbusd_avx_epi32(ia[r][t], hi[r], ahi);
-        }
-      }
-    }
-  } else {
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      __m256i v[R];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * g));
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        const __m256i ag = bcast4(a[t][b].qs + 4 * g);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) ia[r][t] = _mm256_dpbusd_avx_epi32(ia[r][t], v[r], ag);
-      }
-    }
-  }
-}
-
-// The AVX2 block dot, vpmaddubsw + vpmaddwd (see the top comment for the int16 bounds).
-template <bool kQ4, int R, int T>
-inline void maddubs_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
-                          __m256i (&ia)[R][T]) {
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  if constexpr (kQ4) {
-    const __m256i m0f = _mm256_set1_epi8(0x0f);
-    __m256i s16[R][T];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) s16[r][t] = _mm256_setzero_si256();
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      __m256i lo[R], hi[R];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const __m256i v =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * k));
-        lo[r] = _mm256_and_si256(v, m0f);
-        hi[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
-      }
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        const __m256i alo = bcast4(a[t][b].qs + 4 * k), ahi = bcast4(a[t][b].qs + 16 + 4 * k);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          s16[r][t] = _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(lo[r], alo));
-          s16[r][t] = _mm256_add_epi16(s16[r][t], _mm256_maddubs_epi16(hi[r], ahi));
-        }
-      }
-    }
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      const __m256i c = _mm256_set1_epi32(a[t][b].corr);
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-        ia[r][t] = _mm256_sub_epi32(_mm256_madd_epi16(s16[r][t], ones16), c);
-    }
-  } else {
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) ia[r][t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      __m256i v[R], av[R];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        v[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb[r] + L::kQuants + 32 * g));
-        av[r] = _mm256_abs_epi8(v[r]);
-      }
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        const __m256i ag = bcast4(a[t][b].qs + 4 * g);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          const __m256i p = _mm256_maddubs_epi16(av[r], _mm256_sign_epi8(ag, v[r]));
-          ia[r][t] = _mm256_add_epi32(ia[r][t], _mm256_madd_epi16(p, ones16));
-        }
-      }
-    }
-  }
-}
+  static I add16(I a, I b) { return _mm256_add_epi16(a, b); }
+  static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I maddubs(I u, I s) { return _mm256_maddubs_epi16(u, s); }
+  static I madd1(I x) { return _mm256_madd_epi16(x, _mm256_set1_epi16(1)); }
+  static I abs8(I x) { return _mm256_abs_epi8(x); }
+  static I sign8(I a, I b) { return _mm256_sign_epi8(a, b); }
+#if defined(__AVXVNNI__)
+  static I dpbusd(I acc, I u, I s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+#endif
+};
 
 // The ISA's tile policy for tiled.h's register-tile bodies and driver.
 template <bool kVnni>
-struct Avx2 {
+struct Avx2 : tiled::SmallRegisterTiles<4>, tiled::StreamPrefetch<8> {
   using V = Ymm;
   using I = __m256i;
   static constexpr int kTile = avx2::kTile;
-  static constexpr int64_t r_step(int64_t tok_step) {
-    return tok_step == 1 ? 4 : tok_step == 2 ? 2 : 1;
-  }
-  // Register tiles the driver may ask for: their accumulators must fit the register file.
-  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
   static __m256 to_f32(__m256i x) { return _mm256_cvtepi32_ps(x); }
   static __m256 load_f16(const uint8_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  static void prefetch_q(const uint8_t* rec, size_t bytes) {
-    tiled::prefetch_lines(rec + kPrefetchRecs * bytes, bytes);
-  }
-  template <bool kF16>
-  static void prefetch_f(const uint8_t* col, int64_t) {
-    _mm_prefetch(reinterpret_cast<const char*>(col + 1024), _MM_HINT_T0);
   }
   template <bool kQ4, int R, int T>
   static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                     __m256i (&ia)[R][T]) {
     if constexpr (kVnni) {
-      vnni_block<kQ4, R, T>(wb, a, b, ia);
+      tiled::vnni_block<YmmInt, kQ4, R, T>(wb, a, b, ia);
     } else {
-      maddubs_block<kQ4, R, T>(wb, a, b, ia);
+      tiled::maddubs_block<YmmInt, kQ4, R, T>(wb, a, b, ia);
     }
   }
 };
@@ -275,10 +164,7 @@ struct Avx2 {
 // Q8 activations for the integer dot: corr = c*sum(q) per block, c = 8 for Q4_0 weights (their
 // nibbles are unsigned) and q8_c for Q8_0 (0 for maddubs' sign trick, 128 for VNNI's w + 128).
 void quantize_act_impl(WType t, const float* x, int64_t cols, void* dst, int32_t q8_c) {
-  if (t == WType::F32 || t == WType::F16) {
-    std::memcpy(dst, x, size_t(cols) * 4);
-    return;
-  }
+  if (copy_float_act(t, x, cols, dst)) return;
   ActBlock* out = static_cast<ActBlock*>(dst);
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
@@ -322,22 +208,8 @@ using avx2::L;
 using avx2::load_n;
 using avx2::store_n;
 
-int row_tile() { return kTile; }
-
-size_t packed_size(WType t, int64_t rows, int64_t cols) {
-  return size_t(L::n_tiles(rows)) * L::tile_bytes(t, cols);
-}
-
-size_t act_row_size(WType t, int64_t cols) { return tiled::act_row_size(t, cols); }
-
-void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
-  if (t == WType::F16) return f16_to_f32(static_cast<const uint16_t*>(src), dst, cols);
-  scalar::dequantize_row(t, src, dst, cols);
-}
-
-void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) {
-  scalar::quantize_row_q8_0(x, dst, cols);
-}
+KRAFLA_TILED_LAYOUT_ENTRIES(L)
+KRAFLA_SCALAR_ROW_ENTRIES()
 
 void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
   int64_t i = 0;
@@ -378,3 +250,15 @@ float dot_f32(const float* a, const float* b, int64_t n) {
 KRAFLA_VEC_MATH_ENTRIES(avx2::Ymm)
 
 }  // namespace krafla::kernels
+
+// The entries where avx2.cpp and avxvnni.cpp differ: the ISA's name and its block dot (VNNI:
+// Q8_0 weights packed xor 0x80, corr = 128*sum(a) for them).
+#define KRAFLA_AVX2_CLASS_ENTRIES(NAME, VNNI)                                             \
+  KRAFLA_TILED_ISA_ENTRIES(NAME, avx2::Avx2<VNNI>)                                        \
+  void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, \
+            void* dst) {                                                                  \
+    L::pack(t, src, rows, cols, r0, r1, VNNI ? 0x80 : 0, dst);                            \
+  }                                                                                       \
+  void quantize_act(WType t, const float* x, int64_t cols, void* dst) {                   \
+    avx2::quantize_act_impl(t, x, cols, dst, VNNI ? 128 : 0);                             \
+  }

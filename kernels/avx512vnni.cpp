@@ -3,7 +3,8 @@
 // operand and a broadcast 4-byte activation group as the signed one:
 //  * Q4_0: the nibbles 0..15 are unsigned as they are: dot(n, a) = dot(w, a) + 8*sum(a).
 //  * Q8_0: packed as w xor 0x80 = w + 128: dot(w + 128, a) = dot(w, a) + 128*sum(a).
-//    quantize_act stores c*sum(a) per block and the int32 accumulator starts at -c*sum(a).
+//    quantize_act stores c*sum(a) per block and the int32 accumulator starts at -c*sum(a)
+//    (int_dot.h's vnni_block).
 //  * acc = fma(float(isum_b), d_w*d_a, acc) per block, in the row's lane, whatever the register
 //    tile (4 tiles x 1-2 tokens, 2 tiles x 3-4 tokens): bitwise batch/range independence.
 // GCC 12's own AVX-512 headers (`__m512 __Y = __Y;`) trip the uninitialized warnings.
@@ -15,6 +16,7 @@
 #include <cstring>
 
 #include "kernels/common.h"
+#include "kernels/int_dot.h"
 #include "kernels/kernels.h"
 #include "kernels/tiled.h"
 #include "kernels/vec_math.h"
@@ -26,9 +28,6 @@ constexpr int kTile = 16;
 using L = tiled::Layout<kTile>;
 using tiled::ActBlock;
 using tiled::imin;
-// Decode prefetch distance, in (tile, block) records ahead of use in each tile stream. 2-8
-// measured alike (+15-30% over no prefetch on Zen 4); 16+ starts to lose.
-constexpr size_t kPrefetchRecs = 8;
 
 inline __mmask16 tail_mask(int64_t left) {
   return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
@@ -70,60 +69,27 @@ struct Zmm {
   static F exp_scale(F y, F n, F) { return _mm512_scalef_ps(y, n); }
 };
 
-// The block dot: ia starts at -corr, then one vpdpbusd per 4-byte group.
-template <bool kQ4, int R, int T>
-inline void vnni_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
-                       __m512i (&ia)[R][T]) {
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t) {
-    const __m512i c = _mm512_set1_epi32(-a[t][b].corr);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) ia[r][t] = c;
+// The integer vector trait of int_dot.h: zmm, 16 rows x 4 quant bytes.
+struct ZmmInt {
+  using I = __m512i;
+  static constexpr int kTile = krafla::kernels::kTile;
+  static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static I bcast4(const int8_t* p) {
+    int32_t q;
+    std::memcpy(&q, p, 4);
+    return _mm512_set1_epi32(q);
   }
-  if constexpr (kQ4) {
-    const __m512i m0f = _mm512_set1_epi8(0x0f);
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; ++k) {
-      __m512i lo[R], hi[R];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const __m512i v = _mm512_loadu_si512(wb[r] + L::kQuants + 64 * k);
-        lo[r] = _mm512_and_si512(v, m0f);
-        hi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
-      }
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        int32_t q_lo, q_hi;
-        std::memcpy(&q_lo, a[t][b].qs + 4 * k, 4);
-        std::memcpy(&q_hi, a[t][b].qs + 16 + 4 * k, 4);
-        const __m512i alo = _mm512_set1_epi32(q_lo), ahi = _mm512_set1_epi32(q_hi);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], lo[r], alo);
-          ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], hi[r], ahi);
-        }
-      }
-    }
-  } else {
-#pragma GCC unroll 8
-    for (int g = 0; g < 8; ++g) {
-      __m512i v[R];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) v[r] = _mm512_loadu_si512(wb[r] + L::kQuants + 64 * g);
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        int32_t q;
-        std::memcpy(&q, a[t][b].qs + 4 * g, 4);
-        const __m512i ag = _mm512_set1_epi32(q);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) ia[r][t] = _mm512_dpbusd_epi32(ia[r][t], v[r], ag);
-      }
-    }
+  static I set1(int32_t x) { return _mm512_set1_epi32(x); }
+  static void nibbles(I v, I& lo, I& hi) {
+    const I m0f = _mm512_set1_epi8(0x0f);
+    lo = _mm512_and_si512(v, m0f);
+    hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
   }
-}
+  static I dpbusd(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
+};
 
 // The ISA's tile policy for tiled.h's register-tile bodies and driver.
-struct Avx512 {
+struct Avx512 : tiled::StreamPrefetch<8> {
   using V = Zmm;
   using I = __m512i;
   static constexpr int kTile = krafla::kernels::kTile;
@@ -134,41 +100,24 @@ struct Avx512 {
   static __m512 load_f16(const uint8_t* p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   }
-  static void prefetch_q(const uint8_t* rec, size_t bytes) {
-    tiled::prefetch_lines(rec + kPrefetchRecs * bytes, bytes);
-  }
-  template <bool kF16>
-  static void prefetch_f(const uint8_t* col, int64_t) {
-    _mm_prefetch(reinterpret_cast<const char*>(col + 1024), _MM_HINT_T0);
-  }
   template <bool kQ4, int R, int T>
   static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                     __m512i (&ia)[R][T]) {
-    vnni_block<kQ4, R, T>(wb, a, b, ia);
+    tiled::vnni_block<ZmmInt, kQ4, R, T>(wb, a, b, ia);
   }
 };
 
 }  // namespace
 
-const char* isa_name() { return "avx512vnni"; }
-const char* missing_cpu_feature() { return cpu_missing_for("avx512vnni"); }
-int row_tile() { return kTile; }
-
-size_t packed_size(WType t, int64_t rows, int64_t cols) {
-  return size_t(L::n_tiles(rows)) * L::tile_bytes(t, cols);
-}
+KRAFLA_TILED_LAYOUT_ENTRIES(L)
+KRAFLA_TILED_ISA_ENTRIES("avx512vnni", Avx512)
 
 void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, void* dst) {
   L::pack(t, src, rows, cols, r0, r1, 0x80, dst);
 }
 
-size_t act_row_size(WType t, int64_t cols) { return tiled::act_row_size(t, cols); }
-
 void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
-  if (t == WType::F32 || t == WType::F16) {
-    std::memcpy(dst, x, size_t(cols) * 4);
-    return;
-  }
+  if (copy_float_act(t, x, cols, dst)) return;
   const int32_t c = t == WType::Q8_0 ? 128 : 8;  // unsigned-weight offset, see the top comment
   ActBlock* out = static_cast<ActBlock*>(dst);
   const __m512 sign = _mm512_set1_ps(-0.0f);
@@ -187,19 +136,7 @@ void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
   }
 }
 
-void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
-            const void* act, int64_t n_tok, float* out, int64_t ld_out) {
-  tiled::matmul<Avx512>(t, packed, cols, r0, r1, act, n_tok, out, ld_out);
-}
-
-void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
-  if (t == WType::F16) return f16_to_f32(static_cast<const uint16_t*>(src), dst, cols);
-  scalar::dequantize_row(t, src, dst, cols);
-}
-
-void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) {
-  scalar::quantize_row_q8_0(x, dst, cols);
-}
+KRAFLA_SCALAR_ROW_ENTRIES()
 
 void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {

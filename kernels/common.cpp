@@ -28,6 +28,12 @@ size_t row_bytes(WType t, int64_t cols) {
   return 0;
 }
 
+bool copy_float_act(WType t, const float* x, int64_t cols, void* dst) {
+  if (t != WType::F32 && t != WType::F16) return false;
+  std::memcpy(dst, x, size_t(cols) * 4);
+  return true;
+}
+
 float f16_bits_to_f32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
   const uint32_t exp = (h >> 10) & 0x1f;

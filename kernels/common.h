@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/kernels.h"
+
 namespace krafla::kernels {
 
 // Exact IEEE binary16 -> binary32 (every half, subnormals, inf and NaN; NaNs are quieted the
@@ -19,5 +21,20 @@ uint16_t f32_to_f16_bits(float f);
 // On Arm ("neon32", "neon", "dotprod", "i8mm", "sve") it reads Linux's AT_HWCAP/AT_HWCAP2 bits
 // and names features as /proc/cpuinfo does ("asimddp", "i8mm", "sve", "vfpv4").
 const char* cpu_missing_for(const char* isa);
+
+// quantize_act's F32/F16 case (their matmuls take the activations as floats): copies the row and
+// returns true; false for the quantized types.
+bool copy_float_act(WType t, const float* x, int64_t cols, void* dst);
+
+// dequantize_row and quantize_row_q8_0 for an ISA without kernels of its own for them: F16
+// rows through the ISA's f16_to_f32, the rest through scalar.cpp's (both exact).
+#define KRAFLA_SCALAR_ROW_ENTRIES()                                                       \
+  void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {               \
+    if (t == WType::F16) return f16_to_f32(static_cast<const uint16_t*>(src), dst, cols); \
+    scalar::dequantize_row(t, src, dst, cols);                                            \
+  }                                                                                       \
+  void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) {                  \
+    scalar::quantize_row_q8_0(x, dst, cols);                                              \
+  }
 
 }  // namespace krafla::kernels

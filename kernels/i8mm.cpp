@@ -92,16 +92,6 @@ struct MmlaDot {
 }  // namespace
 }  // namespace arm
 
-const char* isa_name() { return "i8mm"; }
-const char* missing_cpu_feature() { return cpu_missing_for("i8mm"); }
-
-void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, void* dst) {
-  arm::pack_tiles<true>(t, src, rows, cols, r0, r1, dst);
-}
-
-void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
-            const void* act, int64_t n_tok, float* out, int64_t ld_out) {
-  tiled::matmul<arm::Tiled<arm::MmlaDot>>(t, packed, cols, r0, r1, act, n_tok, out, ld_out);
-}
+KRAFLA_ARM_ENTRIES("i8mm", true, arm::MmlaDot)
 
 }  // namespace krafla::kernels

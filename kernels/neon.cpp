@@ -4,16 +4,6 @@
 
 namespace krafla::kernels {
 
-const char* isa_name() { return "neon"; }
-const char* missing_cpu_feature() { return cpu_missing_for("neon"); }
-
-void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, void* dst) {
-  arm::pack_tiles<false>(t, src, rows, cols, r0, r1, dst);
-}
-
-void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
-            const void* act, int64_t n_tok, float* out, int64_t ld_out) {
-  tiled::matmul<arm::Tiled<arm::MullDot>>(t, packed, cols, r0, r1, act, n_tok, out, ld_out);
-}
+KRAFLA_ARM_ENTRIES("neon", false, arm::MullDot)
 
 }  // namespace krafla::kernels

@@ -31,11 +31,8 @@ size_t act_row_size(WType t, int64_t cols) {
 }
 
 void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
-  if (t == WType::F32 || t == WType::F16) {
-    std::memcpy(dst, x, size_t(cols) * 4);
-  } else {
+  if (!copy_float_act(t, x, cols, dst))
     scalar::quantize_row_q8_0(x, static_cast<BlockQ8_0*>(dst), cols);
-  }
 }
 
 namespace {

@@ -121,12 +121,6 @@ struct Sse2Dot {
 
 }  // namespace
 
-const char* isa_name() { return "sse2"; }
-const char* missing_cpu_feature() { return cpu_missing_for("sse2"); }
-
-void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
-            const void* act, int64_t n_tok, float* out, int64_t ld_out) {
-  tiled::matmul<sse::Sse<Sse2Dot>>(t, packed, cols, r0, r1, act, n_tok, out, ld_out);
-}
+KRAFLA_TILED_ISA_ENTRIES("sse2", sse::Sse<Sse2Dot>)
 
 }  // namespace krafla::kernels

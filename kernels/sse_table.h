@@ -11,7 +11,7 @@
 //  * Q8 activations are tiled::ActBlock with corr = 8*sum(a) for Q4_0 (unsigned nibbles)
 //    and 0 for Q8_0 (both dots take the weights' sign as it is).
 // Include from exactly one TU (only one kernels/<isa>.cpp is compiled in a build): it defines
-// the table entries common to both; the TU defines isa_name, missing_cpu_feature and matmul.
+// the table entries common to both; the TU adds KRAFLA_TILED_ISA_ENTRIES with its Dot.
 // A Dot also names its decode prefetch distance, kPrefetchRecs (tile records ahead, 0: none).
 #pragma once
 #include <emmintrin.h>
@@ -187,15 +187,10 @@ struct Xmm {
 // The ISA's tile policy for tiled.h's register-tile bodies and driver, around the TU's block
 // dot (Dot::block, Dot::kPrefetchRecs).
 template <class Dot>
-struct Sse {
+struct Sse : tiled::SmallRegisterTiles<4> {
   using V = Xmm;
   using I = __m128i;
   static constexpr int kTile = sse::kTile;
-  static constexpr int64_t r_step(int64_t tok_step) {
-    return tok_step == 1 ? 4 : tok_step == 2 ? 2 : 1;
-  }
-  // Register tiles the driver may ask for: their accumulators must fit the register file.
-  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
   static __m128 to_f32(__m128i x) { return _mm_cvtepi32_ps(x); }
   static __m128 load_f16(const uint8_t* p) { return load_half4<false>(p); }
   static void prefetch_q(const uint8_t* rec, size_t bytes) {
@@ -261,23 +256,14 @@ using sse::L;
 using sse::load_n;
 using sse::store_n;
 
-int row_tile() { return kTile; }
-
-size_t packed_size(WType t, int64_t rows, int64_t cols) {
-  return size_t(L::n_tiles(rows)) * L::tile_bytes(t, cols);
-}
+KRAFLA_TILED_LAYOUT_ENTRIES(L)
 
 void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, void* dst) {
   L::pack(t, src, rows, cols, r0, r1, 0, dst);
 }
 
-size_t act_row_size(WType t, int64_t cols) { return tiled::act_row_size(t, cols); }
-
 void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
-  if (t == WType::F32 || t == WType::F16) {
-    std::memcpy(dst, x, size_t(cols) * 4);
-    return;
-  }
+  if (copy_float_act(t, x, cols, dst)) return;
   tiled::ActBlock* out = static_cast<tiled::ActBlock*>(dst);
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
     const int32_t sum = sse::quantize_block(x + b * kQBlock, out[b].qs, &out[b].d);

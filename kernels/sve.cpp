@@ -230,10 +230,7 @@ void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int6
 size_t act_row_size(WType t, int64_t cols) { return tiled::act_row_size(t, cols); }
 
 void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
-  if (t == WType::F32 || t == WType::F16) {
-    std::memcpy(dst, x, size_t(cols) * 4);
-    return;
-  }
+  if (copy_float_act(t, x, cols, dst)) return;
   ActBlock* out = static_cast<ActBlock*>(dst);
   const int64_t vl = svcntw();
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
@@ -284,14 +281,7 @@ void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0,
   }
 }
 
-void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
-  if (t == WType::F16) return f16_to_f32(static_cast<const uint16_t*>(src), dst, cols);
-  scalar::dequantize_row(t, src, dst, cols);
-}
-
-void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) {
-  scalar::quantize_row_q8_0(x, dst, cols);
-}
+KRAFLA_SCALAR_ROW_ENTRIES()
 
 void f16_to_f32(const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; i += svcntw()) {

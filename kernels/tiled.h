@@ -18,6 +18,7 @@
 #pragma once
 #include <cstring>
 
+#include "kernels/common.h"
 #include "kernels/kernels.h"
 
 namespace krafla::kernels::tiled {
@@ -36,6 +37,7 @@ inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
 template <int kTile>
 struct Layout {
+  static constexpr int kRows = kTile;
   static constexpr size_t kQ4Rec = 2 * kTile + 16 * kTile;  // scales + 16 quant bytes per row
   static constexpr size_t kQ8Rec = 2 * kTile + 32 * kTile;
   static constexpr size_t kQuants = 2 * kTile;  // quants' offset in a record
@@ -115,6 +117,51 @@ inline void prefetch_lines(const uint8_t* p, size_t bytes) {
   for (size_t l = 0; l < bytes; l += 64) __builtin_prefetch(p + l);
 }
 
+// The register tiles of the policies with few vector registers (SSE, AVX2, NEON): in decode
+// kDecodeTiles row tiles x 1 token, 2 x 2 for two tokens, else 1 tile x 3-4 tokens (the driver
+// asks only for what supports() allows: the accumulators must fit the register file).
+template <int kDecodeTiles>
+struct SmallRegisterTiles {
+  static constexpr int64_t r_step(int64_t tok_step) {
+    return tok_step == 1 ? kDecodeTiles : tok_step == 2 ? 2 : 1;
+  }
+  static constexpr bool supports(int R, int T) { return T == 1 || R == 1 || (R == 2 && T == 2); }
+};
+
+// The decode prefetch of the AVX policies: kRecs (tile, block) records ahead in each quant
+// stream (2-8 measured alike, +15-30% over none on Zen 4, 16+ starts to lose; on Zen 5 avx2
+// +42-65% on Q8_0/Q4_0 decode, avxvnni +20-40%), 1 KiB ahead in an F32/F16 column stream.
+template <size_t kRecs>
+struct StreamPrefetch {
+  static void prefetch_q(const uint8_t* rec, size_t bytes) {
+    prefetch_lines(rec + kRecs * bytes, bytes);
+  }
+  template <bool kF16>
+  static void prefetch_f(const uint8_t* col, int64_t) {
+    __builtin_prefetch(col + 1024);
+  }
+};
+
+// The R x T accumulators of a register tile: zeroed, then stored one row tile at a time
+// (valid[r] rows of tile r).
+template <class P, int R, int T>
+struct Accumulators {
+  using V = typename P::V;
+  typename V::F v[R][T];
+  Accumulators() {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) v[r][t] = V::zero();
+  }
+  void store(float* out, int64_t ld_out, const int* valid) const {
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t)
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) V::store_n(out + t * ld_out + r * P::kTile, v[r][t], valid[r]);
+  }
+};
+
 // The register-tile bodies, written once over the ISA's tile policy P:
 //  * P::V: the float vector traits of vec_math.h (zero, set1, load, mul, fma, store_n), with
 //    one vector = one column of a row tile (P::kTile rows);
@@ -131,11 +178,7 @@ void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const
   using V = typename P::V;
   using F = typename V::F;
   constexpr size_t kRec = kQ4 ? Layout<P::kTile>::kQ4Rec : Layout<P::kTile>::kQ8Rec;
-  F acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = V::zero();
+  Accumulators<P, R, T> acc;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb[R];
 #pragma GCC unroll 16
@@ -153,13 +196,10 @@ void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const
       const F da = V::set1(a[t][b].d);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r)
-        acc[r][t] = V::fma(P::to_f32(ia[r][t]), V::mul(dw[r], da), acc[r][t]);
+        acc.v[r][t] = V::fma(P::to_f32(ia[r][t]), V::mul(dw[r], da), acc.v[r][t]);
     }
   }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) V::store_n(out + t * ld_out + r * P::kTile, acc[r][t], valid[r]);
+  acc.store(out, ld_out, valid);
 }
 
 // R row tiles x T tokens of F32/F16 matmul: acc = fma(w[c], x[c], acc) over c in order.
@@ -168,11 +208,7 @@ void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const*
               int64_t ld_out, const int* valid) {
   using V = typename P::V;
   using F = typename V::F;
-  F acc[R][T];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) acc[r][t] = V::zero();
+  Accumulators<P, R, T> acc;
   for (int64_t c = 0; c < cols; ++c) {
     F wv[R];
 #pragma GCC unroll 16
@@ -185,13 +221,10 @@ void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const*
     for (int t = 0; t < T; ++t) {
       const F xv = V::set1(x[t][c]);
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) acc[r][t] = V::fma(wv[r], xv, acc[r][t]);
+      for (int r = 0; r < R; ++r) acc.v[r][t] = V::fma(wv[r], xv, acc.v[r][t]);
     }
   }
-#pragma GCC unroll 16
-  for (int t = 0; t < T; ++t)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) V::store_n(out + t * ld_out + r * P::kTile, acc[r][t], valid[r]);
+  acc.store(out, ld_out, valid);
 }
 
 template <class K, WType W, int R, int T>
@@ -273,3 +306,21 @@ void matmul(WType t, const void* packed, int64_t cols, int64_t r0, int64_t r1, c
 
 }  // namespace
 }  // namespace krafla::kernels::tiled
+
+// The table entries every tiled ISA defines alike, for its layout L (a tiled::Layout).
+#define KRAFLA_TILED_LAYOUT_ENTRIES(L)                        \
+  int row_tile() { return L::kRows; }                         \
+  size_t packed_size(WType t, int64_t rows, int64_t cols) {   \
+    return size_t(L::n_tiles(rows)) * L::tile_bytes(t, cols); \
+  }                                                           \
+  size_t act_row_size(WType t, int64_t cols) { return tiled::act_row_size(t, cols); }
+
+// The entries that name the ISA (NAME, as cpu_missing_for spells it) and run tiled.h's driver
+// over the TU's tile policy P.
+#define KRAFLA_TILED_ISA_ENTRIES(NAME, P)                                                 \
+  const char* isa_name() { return NAME; }                                                 \
+  const char* missing_cpu_feature() { return cpu_missing_for(NAME); }                     \
+  void matmul(WType t, const void* packed, int64_t, int64_t cols, int64_t r0, int64_t r1, \
+              const void* act, int64_t n_tok, float* out, int64_t ld_out) {               \
+    tiled::matmul<P>(t, packed, cols, r0, r1, act, n_tok, out, ld_out);                   \
+  }

@@ -1,0 +1,126 @@
+// The x86 int8 block dots of tiled.h's q_kernel (P::block), written once over an integer
+// vector trait X for xmm (sse41.cpp), ymm (avx2_table.h) and zmm (avx512vnni.cpp). One vector
+// holds X::kTile rows x 4 quant bytes of a (tile, block) record; a broadcast 4-byte activation
+// group serves every row, so each lane ends the block with its own row's exact int32 sum.
+//
+// X supplies: I (the vector type), kTile, load(p), bcast4(p), set1(int32), zero(), add32, sub32,
+// and for each dot it is used with:
+//  * maddubs_block (SSSE3 pmaddubsw / AVX2 vpmaddubsw, then pmaddwd against ones): maddubs(u8,
+//    s8) into saturating int16 pairs, add16, madd1 (int16 pairs summed into int32), abs8, sign8.
+//    - Q4_0: nibbles are the unsigned operand, dot(n, a) = dot(w, a) + 8*sum(a). A pair is at
+//      most 2*15*127 = 3810, so a block's 8 groups sum in int16 (<= 30480) before one madd1.
+//    - Q8_0: weights stay signed; the sign moves to the activation, maddubs(|w|, sign(a, w)).
+//      A pair is at most 2*128*127 = 32512: fits int16, but two do not, so every group goes
+//      through madd1. No correction term (corr = 0).
+//  * vnni_block (AVX-VNNI / AVX-512 VNNI vpdpbusd): dpbusd(acc, u8, s8). The weights are the
+//    unsigned operand (Q4 nibbles as they are, Q8 packed xor 0x80 = w + 128) and the int32
+//    lane starts at -corr = -c*sum(a).
+// Both take Q4_0's record as 4 vectors whose low nibbles are elements 4k.. and high nibbles
+// 16+4k.. (tiled.h's layout), split by nibbles(v, lo, hi).
+#pragma once
+#include <cstdint>
+
+#include "kernels/tiled.h"
+
+namespace krafla::kernels::tiled {
+namespace {
+
+// The quant vector g of the R records of a block, from the ISA's view of the layout.
+template <class X, int R>
+inline void load_quants(const uint8_t* const* wb, int g, typename X::I (&v)[R]) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) v[r] = X::load(wb[r] + Layout<X::kTile>::kQuants + 4 * X::kTile * g);
+}
+
+template <class X, int R, int T>
+inline void fill(typename X::I (&x)[R][T], typename X::I v) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) x[r][t] = v;
+}
+
+// Q4_0: f(r, t, lo, hi, alo, ahi) for each of a block's 4 quant vectors, split into low and
+// high nibbles, with token t's matching activation groups.
+template <class X, int R, int T, class F>
+inline void q4_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_t b, F&& f) {
+  using I = typename X::I;
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    I v[R], lo[R], hi[R];
+    load_quants<X, R>(wb, k, v);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) X::nibbles(v[r], lo[r], hi[r]);
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const I alo = X::bcast4(a[t][b].qs + 4 * k), ahi = X::bcast4(a[t][b].qs + 16 + 4 * k);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) f(r, t, lo[r], hi[r], alo, ahi);
+    }
+  }
+}
+
+// Q8_0: f(r, t, w, ag) for each of a block's 8 quant vectors with token t's activation group.
+template <class X, int R, int T, class F>
+inline void q8_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_t b, F&& f) {
+  using I = typename X::I;
+#pragma GCC unroll 8
+  for (int g = 0; g < 8; ++g) {
+    I v[R];
+    load_quants<X, R>(wb, g, v);
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const I ag = X::bcast4(a[t][b].qs + 4 * g);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) f(r, t, v[r], ag);
+    }
+  }
+}
+
+template <class X, bool kQ4, int R, int T>
+inline void vnni_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                       typename X::I (&ia)[R][T]) {
+  using I = typename X::I;
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    const I c = X::set1(-a[t][b].corr);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) ia[r][t] = c;
+  }
+  if constexpr (kQ4) {
+    q4_groups<X, R, T>(wb, a, b, [&](int r, int t, I lo, I hi, I alo, I ahi) {
+      ia[r][t] = X::dpbusd(X::dpbusd(ia[r][t], lo, alo), hi, ahi);
+    });
+  } else {
+    q8_groups<X, R, T>(wb, a, b,
+                       [&](int r, int t, I w, I ag) { ia[r][t] = X::dpbusd(ia[r][t], w, ag); });
+  }
+}
+
+template <class X, bool kQ4, int R, int T>
+inline void maddubs_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                          typename X::I (&ia)[R][T]) {
+  using I = typename X::I;
+  if constexpr (kQ4) {
+    I s16[R][T];
+    fill<X, R, T>(s16, X::zero());
+    q4_groups<X, R, T>(wb, a, b, [&](int r, int t, I lo, I hi, I alo, I ahi) {
+      s16[r][t] = X::add16(s16[r][t], X::maddubs(lo, alo));
+      s16[r][t] = X::add16(s16[r][t], X::maddubs(hi, ahi));
+    });
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const I c = X::set1(a[t][b].corr);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) ia[r][t] = X::sub32(X::madd1(s16[r][t]), c);
+    }
+  } else {
+    fill<X, R, T>(ia, X::zero());
+    q8_groups<X, R, T>(wb, a, b, [&](int r, int t, I w, I ag) {
+      ia[r][t] = X::add32(ia[r][t], X::madd1(X::maddubs(X::abs8(w), X::sign8(ag, w))));
+    });
+  }
+}
+
+}  // namespace
+}  // namespace krafla::kernels::tiled
