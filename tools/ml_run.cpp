@@ -15,6 +15,7 @@
 #include "krafla/session.h"
 #include "model_info.h"
 #include "run_chat.h"
+#include "run_perplexity.h"
 #include "stop_filter.h"
 
 using namespace krafla;
@@ -29,6 +30,7 @@ struct Args {
   bool verbose = false, quiet = false, ignore_eos = false, no_display_prompt = false;
   std::string pack_cache, history, info;
   bool json = false;
+  cli::PerplexityArgs ppl;
 };
 
 void print_stats(const Session& s, int n_prompt, double t_prompt, const GenerateResult& g) {
@@ -128,7 +130,7 @@ int main(int argc, char** argv) {
     CLI::App app{"ml_run: run a Krafla model (.mlb): complete a prompt, or chat"};
     auto* info = app.add_option(
         "--info", a.info, "print a model file's format, config, tokenizer and tensors, and exit");
-    app.add_flag("--json", a.json, "with --info: as JSON")->needs(info);
+    app.add_flag("--json", a.json, "with --info or --perplexity: as JSON");
     app.add_option("-m,--model", a.model, "model file (.mlb)")->excludes(info);
     auto* prompt = app.add_option("-p,--prompt", a.prompt,
                                   "prompt text (with --chat: one message, one reply)");
@@ -172,6 +174,29 @@ int main(int argc, char** argv) {
     app.add_option("--logits", a.logits_out,
                    "with --tokens: write every position's logits to this .npy and exit")
         ->needs(tokens);
+    auto* ppl = app.add_option("--perplexity", a.ppl.text_path,
+                               "score this text's perplexity in chunks of --ctx tokens (default "
+                               "512) and exit")
+                    ->excludes(prompt)
+                    ->excludes(file)
+                    ->excludes(chat)
+                    ->excludes(tokens);
+    app.add_option("--ppl-scoring", a.ppl.scoring,
+                   "--perplexity: all (every prediction of a chunk) or llama (the second half "
+                   "of each chunk, as llama-perplexity scores)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"all", "llama"}))
+        ->needs(ppl);
+    app.add_option("--chunks", a.ppl.chunks, "--perplexity: score at most this many chunks")
+        ->check(CLI::Range(1, 1 << 30))
+        ->needs(ppl);
+    auto* kl_base = app.add_option("--kl-divergence-base", a.ppl.kl_base,
+                                   "--perplexity: write this model's log-probabilities to FILE "
+                                   "(or, with --kl-divergence, compare with FILE)")
+                        ->needs(ppl);
+    app.add_flag("--kl-divergence", a.ppl.kl,
+                 "--perplexity: KL divergence to the base file's model, top-1 agreement")
+        ->needs(kl_base);
     app.add_flag("-v,--verbose", a.verbose, "print the seed, and the speed after every chat turn");
     app.add_flag("-q,--quiet", a.quiet, "do not print which model was loaded");
     cli::add_pack_cache_option(app, a.pack_cache);
@@ -179,8 +204,11 @@ int main(int argc, char** argv) {
     if (!a.info.empty()) return cli::print_model_info(a.info, a.json);
     if (a.model.empty()) throw Error("--model is required (or --info FILE)");
     if (!a.tokens.empty() && a.logits_out.empty()) throw Error("--tokens needs --logits OUT.npy");
-    if (a.chat.empty() && a.prompt.empty() && a.prompt_file.empty() && a.tokens.empty())
-      throw Error("give a prompt (-p TEXT or -f FILE) or --chat NAME");
+    if (a.json && a.info.empty() && a.ppl.text_path.empty())
+      throw Error("--json goes with --info or --perplexity");
+    if (a.chat.empty() && a.prompt.empty() && a.prompt_file.empty() && a.tokens.empty() &&
+        a.ppl.text_path.empty())
+      throw Error("give a prompt (-p TEXT or -f FILE), --chat NAME or --perplexity FILE");
     if (!a.chat.empty() && a.chat != "auto")
       chat_template(a.chat);  // refuse a bad name before loading
     // Read the prompt before the (slow) load, so a bad -f fails at once.
@@ -188,6 +216,7 @@ int main(int argc, char** argv) {
       a.prompt = cli::read_file_or_stdin(a.prompt_file);
       a.prompt_file.clear();
     }
+    if (!a.ppl.text_path.empty()) a.ppl.text = cli::read_file_or_stdin(a.ppl.text_path);
     const double t0 = cli::now_seconds();
     auto model = cli::load_model("ml_run", a.model, a.threads, a.pack_cache);
     if (!a.quiet)
@@ -195,6 +224,11 @@ int main(int argc, char** argv) {
                  model->describe());
     if (a.verbose) fmt::print(stderr, "ml_run: seed {}\n", a.sp.seed);
     if (!a.tokens.empty()) return dump_logits(*model, a);
+    if (!a.ppl.text_path.empty()) {
+      a.ppl.n_ctx = a.ctx, a.ppl.n_threads = a.threads, a.ppl.n_batch = a.batch,
+      a.ppl.json = a.json;
+      return cli::run_perplexity(*model, a.ppl);
+    }
     if (a.chat.empty()) return complete(*model, a);
     const cli::ChatOptions co = chat_options(*model, a);
     const SessionOptions so{a.threads, a.ctx, a.batch};

@@ -35,7 +35,7 @@ from e2e_common import (
     run,
     tool,
 )
-from e2e_tools import case_bench, case_cli, case_info, case_tok
+from e2e_tools import case_bench, case_cli, case_info, case_perplexity, case_tok
 
 
 def case_setup(a) -> None:
@@ -491,6 +491,7 @@ def main() -> None:
         "bench": case_bench,
         "info": case_info,
         "tok": case_tok,
+        "perplexity": case_perplexity,
         "armguard": case_arm_guard,
         "svevl": case_sve_vl,
     }[kind](a, *rest)

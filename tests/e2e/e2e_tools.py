@@ -312,3 +312,135 @@ def case_tok(a, model: str) -> None:
         r.returncode == 2 and r.stderr.startswith("ml_tok: error:") and "--count" in r.stderr
     ), r.stderr
     print("ok: tok", model)
+
+
+def ppl_json(a, path: str, text: str, *extra: str) -> dict:
+    r = must(
+        [os.path.join(a.bin, "ml_run"), "-m", path, "-q", "--perplexity", text, "--json"]
+        + list(extra)
+    )
+    return json.loads(r.stdout)
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+def case_perplexity(a, model: str) -> None:
+    """ml_run --perplexity against numpy: the tokens from ml_tok (BOS at each chunk's start),
+    the reference forward's logits (tools/ref_forward.py, float64) of each chunk, the NLL and KL
+    computed here; both scorings; the KL base file's refusals."""
+    n_ctx, chunks = 64, 3
+    text = os.path.join(SRC, "docs", "architecture.md")
+    f32 = mlb(a.work, model, "f32")
+    tok = [os.path.join(a.bin, "ml_tok"), f32, "encode"]
+    with open(text, encoding="utf-8") as f:
+        body = f.read()
+    ids = [int(x) for x in must(tok + ["-"], input=body).stdout.split()]
+    plain = must(tok + ["--no-special", "-"], input=body).stdout.split()
+    # A tokenizer that adds BOS gets it at every chunk's start (llama-perplexity's rule).
+    bos = ids[0] if len(ids) == len(plain) + 1 else None
+    work = os.path.join(a.work, f"ppl-{model}")
+    os.makedirs(work, exist_ok=True)
+    lps = []
+    for c in range(chunks):
+        chunk = ids[c * n_ctx : (c + 1) * n_ctx]
+        chunk[0] = chunk[0] if bos is None else bos
+        out = os.path.join(work, f"ref{c}.npy")
+        must(
+            tool("ref_forward.py")
+            + [
+                os.path.join(a.work, model),
+                "--f64",
+                "--tokens",
+                ",".join(map(str, chunk)),
+                "--out",
+                out,
+            ]
+        )
+        lp = log_softmax(np.load(out))
+        lps.append((chunk, lp))
+    for scoring, first in (("all", 0), ("llama", n_ctx // 2)):
+        nll = [-lp[j, chunk[j + 1]] for chunk, lp in lps for j in range(first, n_ctx - 1)]
+        want = float(np.exp(np.mean(nll)))
+        got = ppl_json(
+            a, f32, text, "-c", str(n_ctx), "--chunks", str(chunks), "--ppl-scoring", scoring
+        )
+        assert got["predictions"] == len(nll), (got, len(nll))
+        rel = abs(got["ppl"] - want) / want
+        print(f"{scoring}: ppl {got['ppl']:.6f}, numpy {want:.6f}, rel {rel:.2e}")
+        assert rel < 1e-4, (got["ppl"], want)
+    # KL(f32 || q8_0) from the base file against numpy on ml_run's own logits of the chunks.
+    base = os.path.join(work, "f32.kld")
+    args = [
+        "-c",
+        str(n_ctx),
+        "--chunks",
+        str(chunks),
+        "--ppl-scoring",
+        "llama",
+        "--kl-divergence-base",
+        base,
+    ]
+    ppl_json(a, f32, text, *args)
+    q8 = mlb(a.work, model, "q8_0")
+    got = ppl_json(a, q8, text, *args, "--kl-divergence")["kl"]
+    kl, same = [], 0
+    for c, (chunk, lp) in enumerate(lps):
+        out = os.path.join(work, f"q8_{c}.npy")
+        ml_q8 = log_softmax(np.load(ml_run_logits_file(a, q8, chunk, out)))
+        ml_f32 = log_softmax(
+            np.load(ml_run_logits_file(a, f32, chunk, os.path.join(work, f"f32_{c}.npy")))
+        )
+        for j in range(n_ctx // 2, n_ctx - 1):
+            p = np.exp(ml_f32[j])
+            kl.append(float((p * (ml_f32[j] - ml_q8[j])).sum()))
+            same += int(np.argmax(ml_f32[j]) == np.argmax(ml_q8[j]))
+    want_kl = float(np.mean(kl))
+    print(f"KL mean {got['mean']:.6g} (numpy {want_kl:.6g}), p99 {got['p99']:.6g}")
+    assert abs(got["mean"] - want_kl) <= 1e-3 * want_kl + 1e-6, (got, want_kl)
+    assert abs(got["top1_agreement"] - same / len(kl)) < 1e-9, (got, same)
+    assert got["p99"] <= max(kl) * 1.001 + 1e-6 and got["p99"] >= np.quantile(kl, 0.9) * 0.999
+    self_kl = ppl_json(a, f32, text, *args, "--kl-divergence")["kl"]
+    assert abs(self_kl["mean"]) < 1e-5 and self_kl["top1_agreement"] == 1.0, self_kl
+    # Refusals: one line, exit 2.
+    ml = [os.path.join(a.bin, "ml_run"), "-m", f32, "-q", "--chunks", str(chunks)]
+    short = os.path.join(work, "short.txt")
+    with open(short, "w") as f:
+        f.write("Far too short a text for two chunks of sixty-four tokens.\n")
+    cut = os.path.join(work, "cut.kld")
+    with open(base, "rb") as f, open(cut, "wb") as g:
+        g.write(f.read(os.path.getsize(base) // 2))
+    klb = ["--ppl-scoring", "llama", "--kl-divergence-base"]
+    for extra, word in (
+        (["-c", str(n_ctx), *klb, cut, "--kl-divergence"], "truncated"),
+        (["-c", "32", *klb, base, "--kl-divergence"], "--ctx"),
+        (["-c", str(n_ctx), "--kl-divergence-base", base, "--kl-divergence"], "from position"),
+        (["-c", str(n_ctx), "--perplexity", short], "need at least"),
+    ):
+        r = run(ml + (["--perplexity", text] if short not in extra else []) + extra)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and word in lines[0], (
+            extra,
+            r.returncode,
+            r.stderr,
+        )
+    print("ok: perplexity", model)
+
+
+def ml_run_logits_file(a, path: str, tokens: list[int], out: str) -> str:
+    must(
+        [
+            os.path.join(a.bin, "ml_run"),
+            "-m",
+            path,
+            "-q",
+            "--tokens",
+            ",".join(map(str, tokens)),
+            "--logits",
+            out,
+        ]
+    )
+    return out
