@@ -29,7 +29,7 @@ struct Args {
   std::vector<std::string> stops;
   bool verbose = false, quiet = false, ignore_eos = false, no_display_prompt = false;
   std::string pack_cache, history, info;
-  bool json = false;
+  bool json = false, profile = false;
   cli::PerplexityArgs ppl;
 };
 
@@ -71,6 +71,8 @@ int complete(const Model& model, const Args& a) {
                             ids.size(), s.n_ctx(), model.config().max_ctx));
   if (!a.no_display_prompt) std::fwrite(prompt.data(), 1, prompt.size(), stdout);
   cli::Busy busy;
+  Profile prof;
+  if (a.profile) s.set_profile(&prof);
   const double t0 = cli::now_seconds();
   s.eval(ids);
   const double t_prompt = cli::now_seconds() - t0;
@@ -95,6 +97,7 @@ int complete(const Model& model, const Args& a) {
     fmt::print(stderr, "ml_run: the context (--ctx {}) is full; the model allows up to {}\n",
                s.n_ctx(), model.config().max_ctx);
   print_stats(s, int(ids.size()), t_prompt, g);
+  if (a.profile) fmt::print(stderr, "\n{}", prof.table(t_prompt + g.seconds));
   return cli::interrupted() ? cli::kExitInterrupted : 0;
 }
 
@@ -197,6 +200,10 @@ int main(int argc, char** argv) {
     app.add_flag("--kl-divergence", a.ppl.kl,
                  "--perplexity: KL divergence to the base file's model, top-1 agreement")
         ->needs(kl_base);
+    app.add_flag("--profile", a.profile,
+                 "print where the time went (per step of the forward pass, and sampling) after "
+                 "a -p/-f run or --perplexity")
+        ->excludes(chat);
     app.add_flag("-v,--verbose", a.verbose, "print the seed, and the speed after every chat turn");
     app.add_flag("-q,--quiet", a.quiet, "do not print which model was loaded");
     cli::add_pack_cache_option(app, a.pack_cache);
@@ -226,7 +233,7 @@ int main(int argc, char** argv) {
     if (!a.tokens.empty()) return dump_logits(*model, a);
     if (!a.ppl.text_path.empty()) {
       a.ppl.n_ctx = a.ctx, a.ppl.n_threads = a.threads, a.ppl.n_batch = a.batch,
-      a.ppl.json = a.json;
+      a.ppl.json = a.json, a.ppl.profile = a.profile;
       return cli::run_perplexity(*model, a.ppl);
     }
     if (a.chat.empty()) return complete(*model, a);

@@ -80,6 +80,8 @@ int run_perplexity(const Model& model, const PerplexityArgs& a) {
              a.scoring == "llama" ? " (llama-perplexity's rule)" : "");
   Session s(model, {a.n_threads, o.n_ctx, std::min(a.n_batch, 128)});
   Busy busy;
+  Profile prof;
+  if (a.profile) s.set_profile(&prof);
   double last_print = -1;
   const PerplexityResult r = perplexity(s, tokens, o, [&](const PerplexityResult& p) {
     const double per_chunk = p.seconds / p.n_chunks;
@@ -94,6 +96,7 @@ int run_perplexity(const Model& model, const PerplexityArgs& a) {
   if (!a.kl_base.empty() && !a.kl)
     fmt::print(stderr, "perplexity: wrote the log-probabilities of {} chunks to {}\n", r.n_chunks,
                a.kl_base);
+  if (a.profile) fmt::print(stderr, "{}", prof.table(r.seconds));
   if (a.json)
     print_json(r, o, a.scoring, interrupted());
   else

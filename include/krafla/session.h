@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "krafla/model.h"
+#include "krafla/profile.h"
 
 namespace krafla {
 
@@ -40,6 +41,10 @@ class Session {
   // attention layers the prefix is kept only when `tokens` continues the whole history;
   // otherwise the session restarts from 0.
   int reuse_prefix(std::span<const int32_t> tokens);
+  // Time every step of eval() (and generate()'s sampling) into *p from now on; null: stop.
+  // The profile must outlive the session's use of it.
+  void set_profile(Profile* p);
+  Profile* profile() const;
 
   struct Impl;
 

@@ -55,6 +55,7 @@ void Forward::run(SequenceState& seq, const int32_t* tokens, int n, int pos0, bo
 }
 
 void Forward::embed(const int32_t* tokens, int n) {
+  const ProfileScope scope(mm_.profile(), Op::Embed);
   const int64_t dim = c_.dim;
   const Matrix& e = m_.tok_embd;
   const size_t row = K::row_bytes(e.type, dim);
@@ -66,6 +67,7 @@ void Forward::embed(const int32_t* tokens, int n) {
 }
 
 void Forward::norm(const float* w, int n) {
+  const ProfileScope scope(mm_.profile(), Op::Norm);
   const int64_t dim = c_.dim;
   const float* x = x_.data<float>();
   float* h = h_.data<float>();
@@ -86,21 +88,26 @@ void Forward::mlp(const LayerWeights& L, int n) {
   const int64_t ffn = c_.ffn_dim;
   float* gate = gate_.data<float>();
   const float* up = up_.data<float>();
-  mm_.run(h_.data<float>(), c_.dim, n, {{&L.gate, gate}, {&L.up, up_.data<float>()}});
+  mm_.run(Op::MatGateUp, h_.data<float>(), c_.dim, n,
+          {{&L.gate, gate}, {&L.up, up_.data<float>()}});
   const bool gelu = c_.activation == ModelConfig::Activation::GeluTanh;
-  pool_.for_each(n, [&](int64_t t) {
-    float* g = gate + t * ffn;
-    if (gelu) {
-      K::geglu(g, up + t * ffn, g, ffn);
-    } else {
-      K::swiglu(g, up + t * ffn, g, ffn);
-    }
-  });
-  mm_.run(gate, ffn, n, {{&L.down, tmp_.data<float>()}});
+  {
+    const ProfileScope scope(mm_.profile(), Op::Activation);
+    pool_.for_each(n, [&](int64_t t) {
+      float* g = gate + t * ffn;
+      if (gelu) {
+        K::geglu(g, up + t * ffn, g, ffn);
+      } else {
+        K::swiglu(g, up + t * ffn, g, ffn);
+      }
+    });
+  }
+  mm_.run(Op::MatDown, gate, ffn, n, {{&L.down, tmp_.data<float>()}});
 }
 
 // Gemma 2/3 norm each block's output before adding it (post_norms).
 void Forward::residual(const float* post_norm, int n) {
+  const ProfileScope scope(mm_.profile(), Op::Residual);
   const int64_t dim = c_.dim;
   float* x = x_.data<float>();
   float* o = tmp_.data<float>();
@@ -116,10 +123,14 @@ void Forward::output(int n, bool all_logits, float* logits) {
   const int rows = n - first;
   const float* x = x_.data<float>();
   float* h = h_.data<float>();
-  for (int t = first; t < n; ++t)
-    K::rmsnorm(x + t * dim, m_.output_norm, c_.norm_eps, h + (t - first) * dim, dim);
-  mm_.run(h, dim, rows, {{&m_.logits_matrix(), logits}});
+  {
+    const ProfileScope scope(mm_.profile(), Op::Norm);
+    for (int t = first; t < n; ++t)
+      K::rmsnorm(x + t * dim, m_.output_norm, c_.norm_eps, h + (t - first) * dim, dim);
+  }
+  mm_.run(Op::MatOutput, h, dim, rows, {{&m_.logits_matrix(), logits}});
   if (const float cap = c_.final_softcap; cap > 0) {  // Gemma 2
+    const ProfileScope scope(mm_.profile(), Op::MatOutput, false);
     const size_t total = size_t(rows) * c_.n_vocab;
     for (size_t i = 0; i < total; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
   }

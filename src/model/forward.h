@@ -31,6 +31,8 @@ class Forward {
            float* logits);
 
   int n_ctx() const { return n_ctx_; }
+  void set_profile(Profile* p) { mm_.set_profile(p); }
+  Profile* profile() const { return mm_.profile(); }
   int n_batch() const { return n_batch_; }
 
  private:

@@ -63,10 +63,16 @@ AttentionBlock::RopeTable AttentionBlock::rope_table(const std::vector<float>& f
 void AttentionBlock::run(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv, int layer,
                          const float* h, int n, int pos0, float* out) {
   project(w, h, n);
-  prepare(w, lc, kv, layer, n, pos0);
-  attend(lc, kv, layer, n, pos0);
-  if (c_.attn_gate) apply_gate(n);
-  mm_.run(att_.data<float>(), int64_t{c_.n_heads} * c_.head_dim, n, {{&w.wo, out}});
+  {
+    const ProfileScope scope(mm_.profile(), Op::Rope);
+    prepare(w, lc, kv, layer, n, pos0);
+  }
+  {
+    const ProfileScope scope(mm_.profile(), Op::Attention);
+    attend(lc, kv, layer, n, pos0);
+    if (c_.attn_gate) apply_gate(n);
+  }
+  mm_.run(Op::MatO, att_.data<float>(), int64_t{c_.n_heads} * c_.head_dim, n, {{&w.wo, out}});
 }
 
 void AttentionBlock::project(const AttentionWeights& w, const float* h, int n) {
@@ -74,7 +80,7 @@ void AttentionBlock::project(const AttentionWeights& w, const float* h, int n) {
                          {&w.wk, k_.data<float>()},
                          {&w.wv, v_.data<float>()},
                          {&w.wgate, gate_.data<float>()}};
-  mm_.run(h, c_.dim, n, std::span<const MatJob>(jobs, c_.attn_gate ? 4 : 3));
+  mm_.run(Op::MatQkv, h, c_.dim, n, std::span<const MatJob>(jobs, c_.attn_gate ? 4 : 3));
 }
 
 void AttentionBlock::prepare(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv,

@@ -74,16 +74,20 @@ Block::Block(const ModelConfig& c, int n_batch, Matmuls& mm) : c_(c), mm_(mm) {
 }
 
 void Block::run(const Weights& w, State& state, int layer, const float* h, int n, float* out) {
-  mm_.run(h, c_.dim, n,
+  mm_.run(Op::MatDeltaIn, h, c_.dim, n,
           {{&w.qkv, qkv_.data<float>()},
            {&w.z, z_.data<float>()},
            {&w.beta, beta_.data<float>()},
            {&w.alpha, decay_.data<float>()}});
-  conv(w, state.conv(layer), n);
-  gates(w, n);
-  recur(state.ssm(layer), n);
-  gated_norm(w, n);
-  mm_.run(o_.data<float>(), int64_t{c_.lin_v_heads} * c_.lin_v_dim, n, {{&w.out, out}});
+  {
+    const ProfileScope scope(mm_.profile(), Op::DeltaRule);
+    conv(w, state.conv(layer), n);
+    gates(w, n);
+    recur(state.ssm(layer), n);
+    gated_norm(w, n);
+  }
+  mm_.run(Op::MatDeltaOut, o_.data<float>(), int64_t{c_.lin_v_heads} * c_.lin_v_dim, n,
+          {{&w.out, out}});
 }
 
 // The causal conv, channels split across threads (each owns its slice of the conv state).

@@ -9,7 +9,8 @@ Matmuls::Matmuls(ThreadPool& pool, int n_batch, int64_t max_cols) : pool_(pool) 
   for (int t = 0; t < 4; ++t) act_[t].resize(size_t(n_batch) * K::act_row_size(WType(t), max_cols));
 }
 
-void Matmuls::run(const float* in, int64_t cols, int n, std::span<const MatJob> jobs) {
+void Matmuls::run(Op op, const float* in, int64_t cols, int n, std::span<const MatJob> jobs) {
+  const ProfileScope scope(profile_, op);
   bool need[4] = {false, false, false, false};
   for (const auto& j : jobs) need[int(j.m->type)] = true;
   pool_.for_each(n, [&](int64_t tok) {

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "kernels/kernels.h"
+#include "krafla/profile.h"
 #include "runtime/aligned.h"
 #include "runtime/threadpool.h"
 
@@ -35,14 +36,19 @@ class Matmuls {
   // out = in · mᵀ for every job: rows [0, n) of `in` (width cols) are quantized once for each
   // weight type the jobs need, then each job's rows are split across the threads in one
   // parallel region.
-  void run(const float* in, int64_t cols, int n, std::span<const MatJob> jobs);
-  void run(const float* in, int64_t cols, int n, std::initializer_list<MatJob> jobs) {
-    run(in, cols, n, std::span<const MatJob>(jobs.begin(), jobs.size()));
+  // The time goes to `op` in profile() when one is set.
+  void run(Op op, const float* in, int64_t cols, int n, std::span<const MatJob> jobs);
+  void run(Op op, const float* in, int64_t cols, int n, std::initializer_list<MatJob> jobs) {
+    run(op, in, cols, n, std::span<const MatJob>(jobs.begin(), jobs.size()));
   }
   ThreadPool& pool() const { return pool_; }
+  // The profile every block of the forward pass times its steps into (null: none).
+  Profile* profile() const { return profile_; }
+  void set_profile(Profile* p) { profile_ = p; }
 
  private:
   ThreadPool& pool_;
+  Profile* profile_ = nullptr;
   AlignedBuffer act_[4];  // per weight type: (batch, act_row_size(type, max_cols)) bytes
 };
 

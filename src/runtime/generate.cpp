@@ -18,7 +18,11 @@ GenerateResult generate(Session& session, Sampler& sampler, const GenerateOption
       r.finish_reason = "length";
       break;
     }
-    const int32_t id = sampler.sample(session.logits(), session.history());
+    int32_t id;
+    {
+      const ProfileScope scope(session.profile(), Op::Sampling);
+      id = sampler.sample(session.logits(), session.history());
+    }
     if (std::find(opts.stop_ids.begin(), opts.stop_ids.end(), id) != opts.stop_ids.end()) {
       r.finish_reason = "stop";
       break;

@@ -78,6 +78,9 @@ void Session::eval(std::span<const int32_t> tokens, std::vector<float>* all_logi
 }
 
 const std::vector<float>& Session::logits() const { return impl_->logits; }
+
+void Session::set_profile(Profile* p) { impl_->fwd.set_profile(p); }
+Profile* Session::profile() const { return impl_->fwd.profile(); }
 const Model& Session::model() const { return impl_->model; }
 int Session::n_past() const { return int(impl_->history.size()); }
 int Session::n_ctx() const { return impl_->fwd.n_ctx(); }

@@ -35,7 +35,8 @@ from e2e_common import (
     run,
     tool,
 )
-from e2e_tools import case_bench, case_cli, case_info, case_perplexity, case_tok
+from e2e_quality import case_quality
+from e2e_tools import case_bench, case_cli, case_info, case_perplexity, case_profile, case_tok
 
 
 def case_setup(a) -> None:
@@ -492,6 +493,8 @@ def main() -> None:
         "info": case_info,
         "tok": case_tok,
         "perplexity": case_perplexity,
+        "quality": case_quality,
+        "profile": case_profile,
         "armguard": case_arm_guard,
         "svevl": case_sve_vl,
     }[kind](a, *rest)

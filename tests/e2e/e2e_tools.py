@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -186,6 +187,34 @@ def check_info_config(cfg: dict, got: dict) -> None:
     assert got["rope_dim"] == cfg.get("rope_dim", cfg["head_dim"]), got["rope_dim"]
     assert got["layer_window"] == cfg.get("layer_window", [cfg.get("sliding_window", 0)] * n)
     assert got["layer_rope"] == cfg.get("layer_rope", [True] * n)
+
+
+def case_profile(a, model: str) -> None:
+    """ml_run --profile: a row per step that ran, the matmuls by class, and a total that
+    accounts for the run's wall time (95-100.5%: only printing and tokenizing are outside)."""
+    path = mlb(a.work, model, "q8_0")
+    r = must(
+        [os.path.join(a.bin, "ml_run"), "-m", path, "-q", "-p", "Once upon a time"]
+        + ["-n", "40", "--temp", "0", "--ignore-eos", "--profile"]
+    )
+    rows = {}
+    for line in r.stderr.splitlines():
+        m = re.match(r"(\S.*?)\s{2,}(\d+)\s+([\d.]+)\s+([\d.]+)%", line)
+        if m:
+            rows[m.group(1)] = (int(m.group(2)), float(m.group(3)))
+    total = re.search(r"^total\s+([\d.]+)\s+([\d.]+)% of the wall time", r.stderr, re.M)
+    assert total, r.stderr
+    share = float(total.group(2))
+    print(f"profile rows {sorted(rows)}, total {share}% of the wall time")
+    assert 95.0 <= share <= 100.5, r.stderr
+    want = ["matmul q/k/v", "matmul gate/up", "matmul down", "matmul output", "sampling"]
+    want += ["delta rule"] if model == "qwen35" else ["attention"]
+    for name in want:
+        assert name in rows, (name, r.stderr)
+    assert rows["matmul output"][0] == 41, rows  # the prompt's forward, one per new token
+    assert rows["sampling"][0] == 40, rows
+    assert abs(sum(ms for _, ms in rows.values()) - float(total.group(1))) < 0.05 * len(rows)
+    print("ok: profile", model)
 
 
 def case_info(a, model: str) -> None:
