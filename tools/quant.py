@@ -22,6 +22,10 @@ Q4_DTYPE = np.dtype([("d", "<f2"), ("q", "u1", (QK // 2,))])
 # value lands on nibble 0); positive c put it on the +7 side instead. This set lowers the
 # squared error of Gaussian weights by ~10% against 'round' (more candidates gain little).
 FIT_DIVISORS = (-8.5, -8.0, -7.5, -7.0, -6.5, 7.0, 6.5)
+# The smallest f16 above zero (a subnormal, 2^-24). A block whose values are all tiny (below
+# ~2e-7) has a scale that rounds to 0 in f16, which would zero the whole block; 'fit' then
+# tries this scale instead, and keeps it when it is closer (docs/quantization.md).
+F16_TINY = np.float32(2.0**-24)
 
 
 def _blocks(x: np.ndarray) -> np.ndarray:
@@ -115,6 +119,7 @@ def _quantize_q4_0_fit(b: np.ndarray) -> bytes:
         with np.errstate(divide="ignore", invalid="ignore"):
             d_ls = np.where(den > 0, np.einsum("ij,ij->i", b, qv) / den, d).astype(np.float32)
         d16 = d_ls.astype(np.float16).astype(np.float32)
+        d16 = np.where((d16 == 0) & (m != 0), np.copysign(F16_TINY, d), d16)
         n = _nibbles(b, d16)
         err = _q4_error(b, d16, n)
         better = err < best_err

@@ -121,6 +121,29 @@ class QuantTest(unittest.TestCase):
             # d = 0 / -8 = -0.0 in ggml too (f16 0x8000); every nibble is 8
             self.assertEqual(b, b"\x00\x80" + bytes([0x88] * 16))
 
+    def test_q4_0_fit_tiny_blocks_keep_a_scale(self):
+        """Blocks of values below ~2e-7: their scale rounds to 0 in f16 ('round' zeroes them);
+        'fit' keeps a nonzero f16 scale and a smaller error on every such block."""
+        rng = np.random.default_rng(3)
+        x = rng.standard_normal((4, 128)).astype(np.float32)
+        x[0] *= 5e-8  # every block of row 0 tiny
+        x[1, :64] *= 3e-8  # two tiny blocks in a normal row
+        x[2, 32:64] = 0.0  # and a zero block stays exactly zero
+        fit = np.frombuffer(quant.quantize_q4_0(x, "fit"), quant.Q4_DTYPE)
+        rnd = np.frombuffer(quant.quantize_q4_0(x, "round"), quant.Q4_DTYPE)
+        amax = np.abs(x).reshape(-1, 32).max(1)
+        tiny = (amax < 2.3e-7) & (amax > 0)  # max/8 rounds to 0 in f16
+        self.assertEqual(int(tiny.sum()), 6)
+        self.assertTrue(np.all(rnd["d"][tiny] == 0))  # llama.cpp's rule loses them
+        self.assertTrue(np.all(fit["d"][tiny] != 0))
+        xb = x.reshape(-1, 32)
+        ef = ((xb - quant.round_trip(x, "q4_0", "fit").reshape(-1, 32)) ** 2).sum(1)
+        er = ((xb - quant.round_trip(x, "q4_0", "round").reshape(-1, 32)) ** 2).sum(1)
+        self.assertTrue(np.all(ef[tiny] < er[tiny]))
+        self.assertTrue(np.all(ef <= er + 1e-20))
+        self.assertEqual(fit["d"][9], 0)  # row 2's zero block: scale -0.0, nibbles 8
+        self.assertTrue(np.all(fit["q"][9] == 0x88))
+
     def test_round_trips_and_fit_not_worse(self):
         rng = np.random.default_rng(1)
         x = rng.standard_normal((64, 96), dtype=np.float32) * 0.05
