@@ -28,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_tokenizer as ctok  # noqa: E402
+import imatrix  # noqa: E402
 import mlb  # noqa: E402
 import quant  # noqa: E402
 import safetensors_io as st  # noqa: E402
@@ -117,7 +118,9 @@ def write_mlb(
     q8: set[str],
     q4_rule: str,
     source: dict[str, Any],
+    imatrix_path: str | None = None,
 ) -> None:
+    importance = load_importance(imatrix_path, plan, qtype, q8, source)
     specs = [mlb.TensorSpec(n, "bytes", (len(tok_files[n]),)) for n in ctok.TOKENIZER_FILES]
     dtypes = {}
     for name, hf, cls, shape in plan:
@@ -139,7 +142,7 @@ def write_mlb(
             step = max(1, ROW_BLOCK_ELEMS // shape[-1])
             for r in range(0, shape[0], step):
                 x = get(hf, slice(r, min(shape[0], r + step)))
-                w.write(quant.quantize(x, dtypes[name], q4_rule))
+                w.write(quant.quantize(x, dtypes[name], q4_rule, importance.get(name)))
         mb = int(np.prod(shape)) * 4 / 1e6
         print(
             f"convert: [{i + 1}/{len(plan)}] {name:22s} {dtypes[name]:5s} {str(list(shape)):14s} "
@@ -155,6 +158,48 @@ def write_mlb(
     print(f"convert: {chat_template_note(c, tok_files)}", file=sys.stderr)
 
 
+def load_importance(
+    path: str | None, plan: Plan, qtype: str, q8: set[str], source: dict[str, Any]
+) -> dict[str, np.ndarray]:
+    """Per Q4_0 matrix of the plan, its column weights from an imatrix file: the mean square of
+    each input channel, plus 0.1% of their mean so that no column is ignored entirely."""
+    if not path:
+        return {}
+    try:
+        entries, tokens = imatrix.read(path)
+    except imatrix.ImatrixError as e:
+        raise ConvertError(str(e)) from None
+    out, missing = {}, []
+    for name, _, cls, shape in plan:
+        if len(shape) != 2 or dtype_for(cls, qtype, q8) != "q4_0":
+            continue
+        e = entries.get(name)
+        if e is None:
+            missing.append(name)
+            continue
+        if len(e.sum2) != shape[1]:
+            raise ConvertError(
+                f"{path}: '{name}' has {len(e.sum2)} input channels there, {shape[1]} here "
+                "(an imatrix of another model?)"
+            )
+        ms = e.mean_square()
+        out[name] = (ms + 1e-3 * ms.mean()).astype(np.float32)
+    if not out and not missing:
+        print(f"convert: --imatrix: no Q4_0 matrices to weight ({qtype})", file=sys.stderr)
+    else:
+        note = (
+            f"; no entry for {len(missing)} (unweighted): {', '.join(missing[:4])}"
+            if missing
+            else ""
+        )
+        print(
+            f"convert: imatrix {path} ({tokens} tokens): {len(out)} Q4_0 matrices weighted{note}",
+            file=sys.stderr,
+        )
+    source["imatrix"] = {"file": os.path.basename(path), "tokens": tokens, "weighted": len(out)}
+    return out
+
+
 def _load_json(path: str, required: bool) -> dict[str, Any]:
     if not os.path.isfile(path):
         if required:
@@ -164,12 +209,21 @@ def _load_json(path: str, required: bool) -> dict[str, Any]:
         return json.load(f)
 
 
-def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str | None) -> None:
+def convert_hf(
+    d: str,
+    out: str,
+    qtype: str,
+    q8: set[str],
+    q4_rule: str | None,
+    imatrix_path: str | None = None,
+) -> None:
     cfg = _load_json(os.path.join(d, "config.json"), True)
     gen = _load_json(os.path.join(d, "generation_config.json"), False)
     tok_files = ctok.read_tokenizer_files(d)
     fam = family_for(cfg)
     q4_rule = q4_rule or fam.default_q4_rule(cfg)
+    if imatrix_path and q4_rule != "fit":
+        raise ConvertError("--imatrix weights the Q4_0 'fit' rule: add --q4-rule fit")
     tj, tc = json.loads(tok_files["tokenizer.json"]), json.loads(tok_files["tokenizer_config.json"])
     c = fam.normalize_config(cfg, gen, tj, tc)
     ck = st.Checkpoint(d)
@@ -192,7 +246,18 @@ def convert_hf(d: str, out: str, qtype: str, q8: set[str], q4_rule: str | None) 
         }
         if fam.records_skipped:
             source["skipped_tensors"] = len(skipped)
-        write_mlb(out, c, plan, fam.getter(ck, plan, c), tok_files, qtype, q8, q4_rule, source)
+        write_mlb(
+            out,
+            c,
+            plan,
+            fam.getter(ck, plan, c),
+            tok_files,
+            qtype,
+            q8,
+            q4_rule,
+            source,
+            imatrix_path,
+        )
     finally:
         ck.close()
 
@@ -328,6 +393,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="Q4_0 scale rule: fit (search) or round (llama.cpp); default round for "
         "Gemma 3, fit otherwise (docs/quantization.md)",
     )
+    p.add_argument(
+        "--imatrix",
+        help="importance matrix from ml_run --imatrix: weight the Q4_0 fits by each input "
+        "channel's mean square (needs --q4-rule fit)",
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -354,9 +424,13 @@ def main(argv: list[str] | None = None) -> None:
             os.remove(a.out)
         q8 = parse_q8(a.q8)
         if argv and argv[0] == "llama2c":
+            if a.imatrix:
+                raise ConvertError("--imatrix is for Hugging Face checkpoints")
             convert_llama2c(a.ckpt, a.tokdir, a.out, a.quant, q8, a.q4_rule or "fit")
         else:
-            convert_hf(a.hf_dir, a.out, a.quant, q8, a.q4_rule)
+            if a.imatrix and (a.quant != "q4_0" or a.q4_rule == "round"):
+                raise ConvertError("--imatrix weights the Q4_0 'fit' rule: use --quant q4_0")
+            convert_hf(a.hf_dir, a.out, a.quant, q8, a.q4_rule, a.imatrix)
     except (
         ConvertError,
         ctok.TokenizerError,

@@ -4,12 +4,14 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <filesystem>
 
 #include "cli_common.h"
 #include "interrupt.h"
 #include "krafla/chat.h"
 #include "krafla/error.h"
 #include "krafla/generate.h"
+#include "krafla/imatrix.h"
 #include "krafla/model.h"
 #include "krafla/sampler.h"
 #include "krafla/session.h"
@@ -29,6 +31,8 @@ struct Args {
   std::vector<std::string> stops;
   bool verbose = false, quiet = false, ignore_eos = false, no_display_prompt = false;
   std::string pack_cache, history, info;
+  std::string imatrix_path;
+  Imatrix* imatrix = nullptr;  // with --imatrix: what this run adds to
   bool json = false, profile = false;
   cli::PerplexityArgs ppl;
 };
@@ -73,6 +77,7 @@ int complete(const Model& model, const Args& a) {
   cli::Busy busy;
   Profile prof;
   if (a.profile) s.set_profile(&prof);
+  s.set_imatrix(a.imatrix);
   const double t0 = cli::now_seconds();
   s.eval(ids);
   const double t_prompt = cli::now_seconds() - t0;
@@ -99,6 +104,16 @@ int complete(const Model& model, const Args& a) {
   print_stats(s, int(ids.size()), t_prompt, g);
   if (a.profile) fmt::print(stderr, "\n{}", prof.table(t_prompt + g.seconds));
   return cli::interrupted() ? cli::kExitInterrupted : 0;
+}
+
+// After a run with --imatrix: write the accumulated statistics (also after Ctrl-C: what was
+// evaluated is valid data).
+int save_imatrix(const Args& a, int rc) {
+  if (!a.imatrix) return rc;
+  a.imatrix->save(a.imatrix_path);
+  fmt::print(stderr, "ml_run: imatrix of {} matrices, {} tokens in all, written to {}\n",
+             a.imatrix->entries().size(), a.imatrix->tokens(), a.imatrix_path);
+  return rc;
 }
 
 cli::ChatOptions chat_options(const Model& model, const Args& a) {
@@ -200,6 +215,11 @@ int main(int argc, char** argv) {
     app.add_flag("--kl-divergence", a.ppl.kl,
                  "--perplexity: KL divergence to the base file's model, top-1 agreement")
         ->needs(kl_base);
+    app.add_option("--imatrix", a.imatrix_path,
+                   "add every weight matrix's input statistics of a -p/-f run or --perplexity "
+                   "to FILE (created, or accumulated when it exists) for tools/convert.py "
+                   "--imatrix")
+        ->excludes(chat);
     app.add_flag("--profile", a.profile,
                  "print where the time went (per step of the forward pass, and sampling) after "
                  "a -p/-f run or --perplexity")
@@ -224,6 +244,12 @@ int main(int argc, char** argv) {
       a.prompt_file.clear();
     }
     if (!a.ppl.text_path.empty()) a.ppl.text = cli::read_file_or_stdin(a.ppl.text_path);
+    Imatrix imatrix;  // read before the load too: a bad file fails at once
+    if (!a.imatrix_path.empty()) {
+      if (!a.tokens.empty()) throw Error("--imatrix goes with -p, -f or --perplexity");
+      if (std::filesystem::exists(a.imatrix_path)) imatrix.merge_file(a.imatrix_path);
+      a.imatrix = &imatrix;
+    }
     const double t0 = cli::now_seconds();
     auto model = cli::load_model("ml_run", a.model, a.threads, a.pack_cache);
     if (!a.quiet)
@@ -233,10 +259,10 @@ int main(int argc, char** argv) {
     if (!a.tokens.empty()) return dump_logits(*model, a);
     if (!a.ppl.text_path.empty()) {
       a.ppl.n_ctx = a.ctx, a.ppl.n_threads = a.threads, a.ppl.n_batch = a.batch,
-      a.ppl.json = a.json, a.ppl.profile = a.profile;
-      return cli::run_perplexity(*model, a.ppl);
+      a.ppl.json = a.json, a.ppl.profile = a.profile, a.ppl.imatrix = a.imatrix;
+      return save_imatrix(a, cli::run_perplexity(*model, a.ppl));
     }
-    if (a.chat.empty()) return complete(*model, a);
+    if (a.chat.empty()) return save_imatrix(a, complete(*model, a));
     const cli::ChatOptions co = chat_options(*model, a);
     const SessionOptions so{a.threads, a.ctx, a.batch};
     if (!a.quiet)

@@ -84,44 +84,53 @@ def _nibbles(b: np.ndarray, d: np.ndarray) -> np.ndarray:
     return np.clip(v, 0, 15, out=v)
 
 
-def quantize_q4_0(x: np.ndarray, rule: str = "fit") -> bytes:
-    """Quantize rows of x to Q4_0 bytes with the 'round' (llama.cpp) or 'fit' rule."""
+def quantize_q4_0(x: np.ndarray, rule: str = "fit", importance: np.ndarray | None = None) -> bytes:
+    """Quantize rows of x to Q4_0 bytes with the 'round' (llama.cpp) or 'fit' rule. With
+    importance (one weight per column of x, e.g. an imatrix's mean squares of the inputs) the
+    fit minimises the importance-weighted squared error instead."""
     b = _blocks(x)
     if rule == "round":
         d = (_signed_max(b) / np.float32(-8)).astype(np.float32)
         return _pack_q4(d, _nibbles(b, d))
     if rule != "fit":
         raise ValueError(f"unknown q4 rule '{rule}'")
-    return _quantize_q4_0_fit(b)
+    w = None
+    if importance is not None:
+        imp = np.asarray(importance, dtype=np.float32)
+        if imp.shape != (x.shape[-1],):
+            raise ValueError(f"importance of shape {imp.shape} for {x.shape[-1]} columns")
+        w = np.broadcast_to(imp, x.shape).reshape(-1, QK)
+    return _quantize_q4_0_fit(b, w)
 
 
-def _q4_error(b: np.ndarray, d16: np.ndarray, nib: np.ndarray) -> np.ndarray:
+def _q4_error(b: np.ndarray, d16: np.ndarray, nib: np.ndarray, w: np.ndarray | None) -> np.ndarray:
     r = nib - np.float32(8)
     r *= d16[:, None]
     np.subtract(b, r, out=r)
-    return np.einsum("ij,ij->i", r, r)
+    return np.einsum("ij,ij->i", r, r if w is None else r * w)
 
 
-def _quantize_q4_0_fit(b: np.ndarray) -> bytes:
+def _quantize_q4_0_fit(b: np.ndarray, w: np.ndarray | None = None) -> bytes:
     m = _signed_max(b)
     # Start from llama.cpp's exact result, so 'fit' is never worse than 'round' on a block.
     d0 = (m / np.float32(-8)).astype(np.float32)
     best_nib = _nibbles(b, d0)
     best_d = d0.astype(np.float16).astype(np.float32)
-    best_err = _q4_error(b, best_d, best_nib)
+    best_err = _q4_error(b, best_d, best_nib, w)
+    bw = b if w is None else b * w
     for c in FIT_DIVISORS:
         d = (m / np.float32(c)).astype(np.float32)
         nib = _nibbles(b, d)
         # Least-squares refit of the scale for these nibbles, then requantize once.
         qv = nib
         qv -= np.float32(8)
-        den = np.einsum("ij,ij->i", qv, qv)
+        den = np.einsum("ij,ij->i", qv, qv if w is None else qv * w)
         with np.errstate(divide="ignore", invalid="ignore"):
-            d_ls = np.where(den > 0, np.einsum("ij,ij->i", b, qv) / den, d).astype(np.float32)
+            d_ls = np.where(den > 0, np.einsum("ij,ij->i", bw, qv) / den, d).astype(np.float32)
         d16 = d_ls.astype(np.float16).astype(np.float32)
         d16 = np.where((d16 == 0) & (m != 0), np.copysign(F16_TINY, d), d16)
         n = _nibbles(b, d16)
-        err = _q4_error(b, d16, n)
+        err = _q4_error(b, d16, n, w)
         better = err < best_err
         best_err = np.where(better, err, best_err)
         best_d = np.where(better, d16, best_d)
@@ -137,8 +146,11 @@ def dequantize_q4_0(data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndar
     return vals.reshape(shape)
 
 
-def quantize(x: np.ndarray, dtype: str, q4_rule: str = "fit") -> bytes:
-    """Encode a float array as dtype's bytes (f32, f16, q8_0, q4_0)."""
+def quantize(
+    x: np.ndarray, dtype: str, q4_rule: str = "fit", importance: np.ndarray | None = None
+) -> bytes:
+    """Encode a float array as dtype's bytes (f32, f16, q8_0, q4_0; importance: see
+    quantize_q4_0)."""
     if dtype == "f32":
         return np.ascontiguousarray(x, dtype="<f4").tobytes()
     if dtype == "f16":
@@ -146,7 +158,7 @@ def quantize(x: np.ndarray, dtype: str, q4_rule: str = "fit") -> bytes:
     if dtype == "q8_0":
         return quantize_q8_0(x)
     if dtype == "q4_0":
-        return quantize_q4_0(x, q4_rule)
+        return quantize_q4_0(x, q4_rule, importance)
     raise ValueError(f"unknown dtype '{dtype}'")
 
 

@@ -82,6 +82,7 @@ int run_perplexity(const Model& model, const PerplexityArgs& a) {
   Busy busy;
   Profile prof;
   if (a.profile) s.set_profile(&prof);
+  s.set_imatrix(a.imatrix);
   double last_print = -1;
   const PerplexityResult r = perplexity(s, tokens, o, [&](const PerplexityResult& p) {
     const double per_chunk = p.seconds / p.n_chunks;

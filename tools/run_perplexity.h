@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 
+#include "krafla/imatrix.h"
 #include "krafla/model.h"
 
 namespace krafla::cli {
@@ -14,10 +15,11 @@ struct PerplexityArgs {
   int n_ctx = 0;                // tokens per chunk; 0: 512, capped at the model's context
   int chunks = -1;              // < 0: all
   int n_threads = 0, n_batch = 128;
-  std::string kl_base;   // --kl-divergence-base FILE
-  bool kl = false;       // --kl-divergence: compare with kl_base instead of writing it
-  bool json = false;     // the result as one JSON object on stdout
-  bool profile = false;  // print the time per step of the forward pass afterwards
+  std::string kl_base;         // --kl-divergence-base FILE
+  bool kl = false;             // --kl-divergence: compare with kl_base instead of writing it
+  bool json = false;           // the result as one JSON object on stdout
+  bool profile = false;        // print the time per step of the forward pass afterwards
+  Imatrix* imatrix = nullptr;  // --imatrix: accumulate the matrices' input statistics here
 };
 
 // Prints a progress line per chunk on stderr and the result on stdout; returns the exit code

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "krafla/imatrix.h"
 #include "krafla/model.h"
 #include "krafla/profile.h"
 
@@ -45,6 +46,8 @@ class Session {
   // The profile must outlive the session's use of it.
   void set_profile(Profile* p);
   Profile* profile() const;
+  // Add every weight matrix's inputs of eval() to *m from now on (null: stop).
+  void set_imatrix(Imatrix* m);
 
   struct Impl;
 

@@ -41,6 +41,7 @@ void Forward::run(SequenceState& seq, const int32_t* tokens, int n, int pos0, bo
   if (n <= 0 || n > n_batch_ || pos0 < 0 || pos0 + n > std::min(n_ctx_, seq.n_ctx()))
     throw Error(fmt::format("internal: forward of {} tokens at {} (batch {}, ctx {})", n, pos0,
                             n_batch_, std::min(n_ctx_, seq.n_ctx())));
+  if (Imatrix* im = mm_.imatrix()) im->add_tokens(n);
   embed(tokens, n);
   for (int l = 0; l < c_.n_layers; ++l) {
     const LayerWeights& L = m_.layers[l];

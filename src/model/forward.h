@@ -33,6 +33,7 @@ class Forward {
   int n_ctx() const { return n_ctx_; }
   void set_profile(Profile* p) { mm_.set_profile(p); }
   Profile* profile() const { return mm_.profile(); }
+  void set_imatrix(Imatrix* m) { mm_.set_imatrix(m); }
   int n_batch() const { return n_batch_; }
 
  private:

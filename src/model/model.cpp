@@ -55,6 +55,7 @@ class TensorTaker {
     m.rows = rows;
     m.cols = cols;
     m.stored = t.data;
+    m.name = name;
     if (pack) to_pack_.push_back({name, &m});
   }
 

@@ -11,6 +11,8 @@ Matmuls::Matmuls(ThreadPool& pool, int n_batch, int64_t max_cols) : pool_(pool) 
 
 void Matmuls::run(Op op, const float* in, int64_t cols, int n, std::span<const MatJob> jobs) {
   const ProfileScope scope(profile_, op);
+  if (imatrix_)
+    for (const auto& j : jobs) imatrix_->add(j.m->name, in, cols, n);
   bool need[4] = {false, false, false, false};
   for (const auto& j : jobs) need[int(j.m->type)] = true;
   pool_.for_each(n, [&](int64_t tok) {

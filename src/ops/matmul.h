@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <initializer_list>
 #include <span>
+#include <string>
 
 #include "kernels/kernels.h"
+#include "krafla/imatrix.h"
 #include "krafla/profile.h"
 #include "runtime/aligned.h"
 #include "runtime/threadpool.h"
@@ -20,6 +22,7 @@ struct Matrix {
   AlignedBuffer packed;             // packed at load, or empty when cached:
   const uint8_t* cached = nullptr;  // the same bytes in the mapped pack cache
   const uint8_t* stored = nullptr;
+  std::string name;  // the file's tensor name (blk.0.attn_q, ...): the imatrix's key
   const void* packed_data() const { return cached ? cached : packed.data(); }
 };
 
@@ -45,10 +48,14 @@ class Matmuls {
   // The profile every block of the forward pass times its steps into (null: none).
   Profile* profile() const { return profile_; }
   void set_profile(Profile* p) { profile_ = p; }
+  // When set, every run() adds its input rows to each job's matrix entry (ml_run --imatrix).
+  Imatrix* imatrix() const { return imatrix_; }
+  void set_imatrix(Imatrix* m) { imatrix_ = m; }
 
  private:
   ThreadPool& pool_;
   Profile* profile_ = nullptr;
+  Imatrix* imatrix_ = nullptr;
   AlignedBuffer act_[4];  // per weight type: (batch, act_row_size(type, max_cols)) bytes
 };
 

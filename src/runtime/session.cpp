@@ -81,6 +81,7 @@ const std::vector<float>& Session::logits() const { return impl_->logits; }
 
 void Session::set_profile(Profile* p) { impl_->fwd.set_profile(p); }
 Profile* Session::profile() const { return impl_->fwd.profile(); }
+void Session::set_imatrix(Imatrix* m) { impl_->fwd.set_imatrix(m); }
 const Model& Session::model() const { return impl_->model; }
 int Session::n_past() const { return int(impl_->history.size()); }
 int Session::n_ctx() const { return impl_->fwd.n_ctx(); }

@@ -35,7 +35,7 @@ from e2e_common import (
     run,
     tool,
 )
-from e2e_quality import case_quality
+from e2e_quality import case_imatrix, case_quality
 from e2e_tools import case_bench, case_cli, case_info, case_perplexity, case_profile, case_tok
 
 
@@ -494,6 +494,7 @@ def main() -> None:
         "tok": case_tok,
         "perplexity": case_perplexity,
         "quality": case_quality,
+        "imatrix": case_imatrix,
         "profile": case_profile,
         "armguard": case_arm_guard,
         "svevl": case_sve_vl,

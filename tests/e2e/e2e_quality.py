@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
-from e2e_common import SRC, must, tool
+import numpy as np
+
+from e2e_common import SRC, mlb, must, run, tool
 
 MODEL = os.path.join(SRC, "models", "brown-llama")
 TEXT = os.path.join(SRC, "data", "brown-test.txt")
@@ -62,3 +65,65 @@ def case_quality(a) -> None:
     assert abs(ppl["q8_0"] / ppl["f32"] - 1) < 0.01, ppl
     assert ppl["q4_0 fit"] <= ppl["q4_0 round"], ppl
     print("ok: quality")
+
+
+def case_imatrix(a, model: str) -> None:
+    """ml_run --imatrix: the first layer's q-projection input statistics equal numpy's
+    rmsnorm(embedding rows) * attn_norm summed over the prompt; a second run accumulates
+    (exactly twice the sums); the file reads back with tools/imatrix.py; a truncated file is
+    refused by ml_run and convert.py with one line; convert.py --imatrix changes the Q4_0 fits."""
+    sys.path.insert(0, os.path.join(SRC, "tools"))
+    import imatrix
+    import safetensors_io as st
+
+    work = os.path.join(a.work, f"imatrix-{model}")
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, "im.dat")
+    if os.path.exists(path):
+        os.remove(path)
+    f32 = mlb(a.work, model, "f32")
+    prompt = "The quick brown fox jumps over the lazy dog, twice."
+    ids = [
+        int(t) for t in must([os.path.join(a.bin, "ml_tok"), f32, "encode", prompt]).stdout.split()
+    ]
+    ml = [os.path.join(a.bin, "ml_run"), "-m", f32, "-q", "-p", prompt, "-n", "0"]
+    must(ml + ["--imatrix", path])
+    first, tokens = imatrix.read(path)
+    assert tokens == len(ids), (tokens, ids)
+    hf = os.path.join(a.work, model)
+    cfg = json.load(open(os.path.join(hf, "config.json")))
+    ck = st.Checkpoint(hf)
+    emb = ck.get("model.embed_tokens.weight").astype(np.float64)[ids]
+    w = ck.get("model.layers.0.input_layernorm.weight").astype(np.float64)
+    h = emb / np.sqrt((emb * emb).mean(axis=1, keepdims=True) + cfg["rms_norm_eps"]) * w
+    want = (h * h).sum(axis=0)
+    got = first["blk.0.attn_q"]
+    assert got.rows == len(ids), got.rows
+    rel = np.abs(got.sum2 - want).max() / np.abs(want).max()
+    print(f"blk.0.attn_q: {len(ids)} rows, max rel error {rel:.2e} against numpy")
+    assert rel < 1e-5, rel
+    assert first["blk.0.attn_k"].sum2.tolist() == got.sum2.tolist()  # the same input
+    assert first["output"].rows == 1  # only the last position's logits are computed
+    must(ml + ["--imatrix", path])
+    second, tokens2 = imatrix.read(path)
+    assert tokens2 == 2 * len(ids) and set(second) == set(first)
+    for name, e in first.items():
+        assert second[name].rows == 2 * e.rows
+        assert np.allclose(second[name].sum2, 2 * e.sum2, rtol=1e-12, atol=0), name
+    cut = os.path.join(work, "cut.dat")
+    with open(path, "rb") as f, open(cut, "wb") as g:
+        g.write(f.read(os.path.getsize(path) - 100))
+    for cmd in (
+        ml + ["--imatrix", cut],
+        tool("convert.py")
+        + [hf, "-o", os.path.join(work, "x.mlb"), "--quant", "q4_0"]
+        + ["--imatrix", cut],
+    ):
+        r = run(cmd)
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode == 2 and len(lines) == 1 and "truncated imatrix" in lines[0], r.stderr
+    plain, weighted = os.path.join(work, "plain.mlb"), os.path.join(work, "weighted.mlb")
+    must(tool("convert.py") + [hf, "-o", plain, "--quant", "q4_0"])
+    must(tool("convert.py") + [hf, "-o", weighted, "--quant", "q4_0", "--imatrix", path])
+    assert open(plain, "rb").read() != open(weighted, "rb").read()
+    print("ok: imatrix", model)
