@@ -132,6 +132,13 @@ void add_threads_option(CLI::App& app, int& threads) {
           CLI::Range(0, 4 * cores).description(fmt::format("0 to {} (four per core)", 4 * cores)));
 }
 
+void add_kv_option(CLI::App& app, KvType& kv) {
+  app.add_option_function<std::string>(
+         "--kv", [&kv](const std::string& s) { kv = *parse_kv_type(s); },
+         "KV cache type: f32, f16 (half the memory) or q8_0 (about a quarter; default f32)")
+      ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+}
+
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
   std::string item;

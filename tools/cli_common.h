@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "krafla/kv_type.h"
 #include "krafla/model.h"
 #include "krafla/sampler.h"
 
@@ -46,6 +47,8 @@ uint64_t random_seed();
 // -t/--threads: 0 (all cores) up to four threads per core; more only contend for the cores
 // (a thousand threads spin rather than work).
 void add_threads_option(CLI::App& app, int& threads);
+// --kv f32|f16|q8_0: the KV cache's element type.
+void add_kv_option(CLI::App& app, KvType& kv);
 
 // "1,2,3" or "1 2 3" → ids; throws krafla::Error naming the bad item.
 std::vector<int32_t> parse_ids(const std::string& s);

@@ -296,6 +296,7 @@ int main(int argc, char** argv) {
     std::vector<int> n_prompt{512}, n_gen{128}, n_depth{0};
     std::vector<int> threads{int(std::max(1u, std::thread::hardware_concurrency()))};
     int reps = 5, batch = 128;
+    KvType kv = KvType::F32;
     bool json = false, progress = false;
     CLI::App app{"ml_bench: prefill (ppN) and decode (tgN) speed, as llama-bench measures it"};
     app.add_option("-m,--model", path, "model file (.mlb)")->required();
@@ -321,6 +322,7 @@ int main(int argc, char** argv) {
                         ->capture_default_str()
                         ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));
     app.add_flag("--json", json, "the same as -o json")->excludes(out_opt);
+    cli::add_kv_option(app, kv);
     app.add_flag("--progress", progress, "print every repetition's speed on stderr");
     cli::add_pack_cache_option(app, pack_cache);
     if (auto rc = cli::parse(app, argc, argv, "ml_bench")) return *rc;
@@ -338,7 +340,7 @@ int main(int argc, char** argv) {
       const Test& t = tests[i];
       fmt::print(stderr, "ml_bench: test {}/{}: {}, threads {}, {} repetitions\n", i + 1,
                  tests.size(), t.name(), t.threads, reps);
-      Session s(*model, {t.threads, t.n_depth + t.n_tokens(), t.batch});
+      Session s(*model, {t.threads, t.n_depth + t.n_tokens(), t.batch, kv});
       printer.test(run_test(s, t, reps, c.n_vocab, progress));
     }
     printer.footer();

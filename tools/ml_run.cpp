@@ -32,6 +32,7 @@ struct Args {
   bool verbose = false, quiet = false, ignore_eos = false, no_display_prompt = false;
   std::string pack_cache, history, info;
   std::string imatrix_path;
+  KvType kv = KvType::F32;
   Imatrix* imatrix = nullptr;  // with --imatrix: what this run adds to
   bool json = false, profile = false;
   cli::PerplexityArgs ppl;
@@ -69,7 +70,7 @@ int complete(const Model& model, const Args& a) {
   const std::string prompt = prompt_text(a);
   std::vector<int32_t> ids = model.tokenizer().encode(prompt, true);
   if (ids.empty()) throw Error("the prompt is empty (give -p TEXT)");
-  Session s(model, {a.threads, a.ctx, a.batch});
+  Session s(model, {a.threads, a.ctx, a.batch, a.kv});
   if (int(ids.size()) >= s.n_ctx())
     throw Error(fmt::format("the prompt has {} tokens but --ctx is {}; raise --ctx (up to {})",
                             ids.size(), s.n_ctx(), model.config().max_ctx));
@@ -215,6 +216,7 @@ int main(int argc, char** argv) {
     app.add_flag("--kl-divergence", a.ppl.kl,
                  "--perplexity: KL divergence to the base file's model, top-1 agreement")
         ->needs(kl_base);
+    cli::add_kv_option(app, a.kv);
     app.add_option("--imatrix", a.imatrix_path,
                    "add every weight matrix's input statistics of a -p/-f run or --perplexity "
                    "to FILE (created, or accumulated when it exists) for tools/convert.py "
@@ -259,12 +261,12 @@ int main(int argc, char** argv) {
     if (!a.tokens.empty()) return dump_logits(*model, a);
     if (!a.ppl.text_path.empty()) {
       a.ppl.n_ctx = a.ctx, a.ppl.n_threads = a.threads, a.ppl.n_batch = a.batch,
-      a.ppl.json = a.json, a.ppl.profile = a.profile, a.ppl.imatrix = a.imatrix;
+      a.ppl.json = a.json, a.ppl.profile = a.profile, a.ppl.imatrix = a.imatrix, a.ppl.kv = a.kv;
       return save_imatrix(a, cli::run_perplexity(*model, a.ppl));
     }
     if (a.chat.empty()) return save_imatrix(a, complete(*model, a));
     const cli::ChatOptions co = chat_options(*model, a);
-    const SessionOptions so{a.threads, a.ctx, a.batch};
+    const SessionOptions so{a.threads, a.ctx, a.batch, a.kv};
     if (!a.quiet)
       fmt::print(stderr, "ml_run: chat with the {} template; context {} tokens\n", co.template_name,
                  so.n_ctx > 0 ? so.n_ctx : std::min(model->config().max_ctx, 4096));

@@ -26,6 +26,7 @@ struct Args {
   std::string model, chat, alias, pack_cache;
   server::HttpOptions http;
   int threads = 0, ctx = 0, batch = 128;
+  KvType kv = KvType::F32;
 };
 
 // Signals are blocked in every thread (the mask is inherited) and taken synchronously by one
@@ -44,7 +45,7 @@ int serve(const Args& a) {
   const double t0 = cli::now_seconds();
   auto model = cli::load_model("ml_server", a.model, a.threads, a.pack_cache);
   const std::string id = a.alias.empty() ? std::filesystem::path(a.model).stem().string() : a.alias;
-  server::Engine engine(*model, {a.threads, a.ctx, a.batch}, id, a.chat);
+  server::Engine engine(*model, {a.threads, a.ctx, a.batch, a.kv}, id, a.chat);
   server::HttpServer http(engine, a.http);
   const int port = http.bind();
   fmt::print(stderr, "ml_server: {} loaded in {:.2f} s; context {} tokens; chat template {}\n",
@@ -103,6 +104,7 @@ int main(int argc, char** argv) {
         ->envname("KRAFLA_API_KEY");
     app.add_option("--cors", a.http.cors_origin, "allow browser requests from this origin (or *)");
     cli::add_threads_option(app, a.threads);
+    cli::add_kv_option(app, a.kv);
     app.add_option("-c,--ctx", a.ctx,
                    "context size in tokens (default: the model's, capped at 4096)")
         ->check(CLI::NonNegativeNumber);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "krafla/imatrix.h"
+#include "krafla/kv_type.h"
 #include "krafla/model.h"
 
 namespace krafla::cli {
@@ -19,7 +20,8 @@ struct PerplexityArgs {
   bool kl = false;             // --kl-divergence: compare with kl_base instead of writing it
   bool json = false;           // the result as one JSON object on stdout
   bool profile = false;        // print the time per step of the forward pass afterwards
-  Imatrix* imatrix = nullptr;  // --imatrix: accumulate the matrices' input statistics here
+  Imatrix* imatrix = nullptr;  // --imatrix: add the matrices' input statistics here
+  KvType kv = KvType::F32;     // --kv
 };
 
 // Prints a progress line per chunk on stderr and the result on stdout; returns the exit code

@@ -6,15 +6,17 @@
 #include <vector>
 
 #include "krafla/imatrix.h"
+#include "krafla/kv_type.h"
 #include "krafla/model.h"
 #include "krafla/profile.h"
 
 namespace krafla {
 
 struct SessionOptions {
-  int n_threads = 0;  // 0: all cores
-  int n_ctx = 0;      // 0: the model's max context capped at 4096
-  int n_batch = 128;  // prompt tokens per forward step (1..128)
+  int n_threads = 0;             // 0: all cores
+  int n_ctx = 0;                 // 0: the model's max context capped at 4096
+  int n_batch = 128;             // prompt tokens per forward step (1..128)
+  KvType kv_type = KvType::F32;  // the KV cache's element type
 };
 
 class Session {
@@ -33,6 +35,8 @@ class Session {
   int n_past() const;
   int n_ctx() const;
   int n_threads() const;
+  KvType kv_type() const;
+  size_t kv_bytes() const;                      // the KV cache's size
   const std::vector<int32_t>& history() const;  // the tokens in the cache, in order
   // Drops cached tokens past n (n <= n_past()). Models with linear-attention (DeltaNet)
   // layers can only truncate to 0: their state cannot be cut back (throws krafla::Error).

@@ -11,12 +11,18 @@ namespace krafla {
 
 namespace K = kernels;
 
-void attend_group(const float* q, int group, const float* k, const float* v, int64_t n_keys,
-                  int64_t head_dim, int64_t row_stride, float scale, float softcap, float* scores,
+void attend_group(const float* q, int group, const KvCache::HeadView& kv, int64_t first,
+                  int64_t n_keys, float scale, float softcap, float* scores, float* rows,
                   float* out) {
-  for (int64_t j = 0; j < n_keys; ++j)  // K row j, while in L1, for every head of the group
-    for (int g = 0; g < group; ++g)
-      scores[g * n_keys + j] = K::dot_f32(q + g * head_dim, k + j * row_stride, head_dim) * scale;
+  const int64_t head_dim = kv.head_dim;
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kKvRows) {
+    const int64_t m = std::min(kKvRows, n_keys - j0);
+    const float* k = kv.k_rows(first + j0, m, rows);
+    for (int64_t j = 0; j < m; ++j)  // K row j, while in L1, for every head of the group
+      for (int g = 0; g < group; ++g)
+        scores[g * n_keys + j0 + j] =
+            K::dot_f32(q + g * head_dim, k + j * head_dim, head_dim) * scale;
+  }
   for (int g = 0; g < group; ++g) {
     float* s = scores + g * n_keys;
     if (softcap > 0)
@@ -24,9 +30,13 @@ void attend_group(const float* q, int group, const float* k, const float* v, int
     K::softmax(s, n_keys);
   }
   std::memset(out, 0, sizeof(float) * head_dim * group);
-  for (int64_t j = 0; j < n_keys; ++j)  // likewise V row j
-    for (int g = 0; g < group; ++g)
-      K::axpy_f32(scores[g * n_keys + j], v + j * row_stride, out + g * head_dim, head_dim);
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kKvRows) {  // likewise V row j
+    const int64_t m = std::min(kKvRows, n_keys - j0);
+    const float* v = kv.v_rows(first + j0, m, rows);
+    for (int64_t j = 0; j < m; ++j)
+      for (int g = 0; g < group; ++g)
+        K::axpy_f32(scores[g * n_keys + j0 + j], v + j * head_dim, out + g * head_dim, head_dim);
+  }
 }
 
 AttentionBlock::AttentionBlock(const ModelConfig& c, int n_ctx, int n_batch, Matmuls& mm)
@@ -41,6 +51,7 @@ AttentionBlock::AttentionBlock(const ModelConfig& c, int n_ctx, int n_batch, Mat
   v_.resize(B * kv_dim * sizeof(float));
   if (c.attn_gate) gate_.resize(B * q_dim * sizeof(float));
   scores_.resize(size_t(mm.pool().size()) * (c.n_heads / c.n_kv_heads) * n_ctx * sizeof(float));
+  kv_rows_.resize(size_t(mm.pool().size()) * kKvRows * c.head_dim * sizeof(float));
 }
 
 // cos/sin in float as transformers computes them (angle = float(pos) * inv_freq in f32), so
@@ -130,9 +141,10 @@ void AttentionBlock::attend(const LayerConfig& lc, const KvCache& kv, int layer,
       // Sliding window (Mistral, Gemma local layers): keys at distance < window.
       const int64_t first = lc.window > 0 ? std::max<int64_t>(0, pos - lc.window + 1) : 0;
       const KvCache::HeadView cached = kv.head(layer, int(h / group));
-      attend_group(q_.data<float>() + t * q_dim + h * hd, per_unit, cached.k_f32(first),
-                   cached.v_f32(first), pos + 1 - first, hd, hd, c_.attn_scale, c_.attn_softcap,
-                   scores, att_.data<float>() + t * q_dim + h * hd);
+      attend_group(q_.data<float>() + t * q_dim + h * hd, per_unit, cached, first, pos + 1 - first,
+                   c_.attn_scale, c_.attn_softcap, scores,
+                   kv_rows_.data<float>() + size_t(ti) * kKvRows * hd,
+                   att_.data<float>() + t * q_dim + h * hd);
     }
   });
 }

@@ -11,14 +11,18 @@
 
 namespace krafla {
 
+// Key/value rows converted per call of attend_group when the cache is not F32.
+constexpr int64_t kKvRows = 32;
+
 // For each of the `group` query heads g (q + g*head_dim, consecutive), out[g] = softmax(s_gj) ·
 // V[j] for j in [0, n_keys), s_gj = scale * q_g·K[j], or softcap*tanh(s_gj/softcap) when
-// softcap > 0 (Gemma 2). K and V rows are head_dim floats, `row_stride` floats apart. `scores`
-// has room for group * n_keys floats. Every query head of the group is served per key row, so
-// each K/V row is read from memory once per group instead of once per head; a head's
-// arithmetic (and so its result, bit for bit) is the same for any group size.
-void attend_group(const float* q, int group, const float* k, const float* v, int64_t n_keys,
-                  int64_t head_dim, int64_t row_stride, float scale, float softcap, float* scores,
+// softcap > 0 (Gemma 2), over the cached positions first .. first+n_keys-1 of `kv`. F16 and
+// Q8_0 rows are converted to floats kKvRows at a time into `rows` (room for kKvRows*head_dim
+// floats). `scores` has room for group * n_keys floats. Every query head of the group is
+// served per key row, so each K/V row is read from memory once per group instead of once per
+// head; a head's arithmetic (and so its result, bit for bit) is the same for any group size.
+void attend_group(const float* q, int group, const KvCache::HeadView& kv, int64_t first,
+                  int64_t n_keys, float scale, float softcap, float* scores, float* rows,
                   float* out);
 
 // An attention layer's weights (docs/format.md, blk.N.attn_*).
@@ -65,6 +69,7 @@ class AttentionBlock {
   AlignedBuffer k_, v_;          // (batch, n_kv_heads*head_dim)
   AlignedBuffer gate_;           // (batch, n_heads*head_dim) with attn_gate
   AlignedBuffer scores_;         // (threads, group, ctx)
+  AlignedBuffer kv_rows_;        // (threads, kKvRows, head_dim): converted F16/Q8_0 rows
 };
 
 }  // namespace krafla

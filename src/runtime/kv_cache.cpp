@@ -10,10 +10,19 @@
 
 namespace krafla {
 
+namespace {
+constexpr const char* kNames[] = {"f32", "f16", "q8_0"};  // KvType's order
+}  // namespace
+
 const char* kv_type_name(KvType t) {
-  static constexpr const char* kNames[] = {"f32", "f16", "q8_0"};  // KvType's order
   const auto i = size_t(t);
   return i < std::size(kNames) ? kNames[i] : "?";
+}
+
+std::optional<KvType> parse_kv_type(std::string_view s) {
+  for (size_t i = 0; i < std::size(kNames); ++i)
+    if (s == kNames[i]) return KvType(i);
+  return std::nullopt;
 }
 
 namespace {
@@ -34,10 +43,13 @@ KvCache::KvCache(const ModelConfig& c, int n_ctx, KvType type)
     : type_(type),
       n_ctx_(n_ctx),
       n_kv_heads_(c.n_kv_heads),
+      head_dim_(c.head_dim),
       row_bytes_(kv_row_bytes(type, c.head_dim)) {
-  if (type != KvType::F32)
-    throw Error(fmt::format("KV cache type {} is not supported yet (this build caches f32)",
-                            kv_type_name(type)));
+  if (type == KvType::Q8_0 && c.head_dim % kernels::kQBlock != 0)
+    throw Error(
+        fmt::format("--kv q8_0 needs a head size that is a multiple of {}; this model's "
+                    "is {} (use --kv f16)",
+                    kernels::kQBlock, c.head_dim));
   int n_slots = 0;
   for (const LayerConfig& l : c.layers)
     slot_.push_back(l.kind == LayerConfig::Kind::Attention ? n_slots++ : -1);
@@ -48,13 +60,43 @@ KvCache::KvCache(const ModelConfig& c, int n_ctx, KvType type)
 
 KvCache::HeadView KvCache::head(int layer, int kv_head) const {
   const size_t offset = (size_t(slot_[layer]) * n_kv_heads_ + kv_head) * n_ctx_ * row_bytes_;
-  return {k_.data() + offset, v_.data() + offset, row_bytes_};
+  return {k_.data() + offset, v_.data() + offset, row_bytes_, type_, head_dim_};
+}
+
+const float* KvCache::HeadView::rows(const uint8_t* base, int64_t pos, int64_t m,
+                                     float* buf) const {
+  const uint8_t* p = base + pos * row_bytes;
+  switch (type) {
+    case KvType::F32:
+      return reinterpret_cast<const float*>(p);
+    case KvType::F16:
+      kernels::f16_to_f32(reinterpret_cast<const uint16_t*>(p), buf, m * head_dim);
+      return buf;
+    case KvType::Q8_0:
+      kernels::dequantize_row(kernels::WType::Q8_0, p, buf, m * head_dim);
+      return buf;
+  }
+  return buf;
 }
 
 void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const float* v) {
   const HeadView h = head(layer, kv_head);
-  std::memcpy(h.k + pos * row_bytes_, k, row_bytes_);
-  std::memcpy(h.v + pos * row_bytes_, v, row_bytes_);
+  uint8_t* dk = h.k + pos * row_bytes_;
+  uint8_t* dv = h.v + pos * row_bytes_;
+  switch (type_) {
+    case KvType::F32:
+      std::memcpy(dk, k, row_bytes_);
+      std::memcpy(dv, v, row_bytes_);
+      return;
+    case KvType::F16:
+      kernels::f32_to_f16(k, reinterpret_cast<uint16_t*>(dk), head_dim_);
+      kernels::f32_to_f16(v, reinterpret_cast<uint16_t*>(dv), head_dim_);
+      return;
+    case KvType::Q8_0:
+      kernels::quantize_row_q8_0(k, reinterpret_cast<kernels::BlockQ8_0*>(dk), head_dim_);
+      kernels::quantize_row_q8_0(v, reinterpret_cast<kernels::BlockQ8_0*>(dv), head_dim_);
+      return;
+  }
 }
 
 }  // namespace krafla

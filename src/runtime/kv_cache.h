@@ -5,21 +5,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "krafla/kv_type.h"
 #include "krafla/model.h"
 #include "runtime/aligned.h"
 
 namespace krafla {
 
-// The element type of the cached rows. Only F32 is implemented; F16 and Q8_0 (ggml's 34-byte
-// blocks, so a row is head_dim/32 blocks) are named here so the layout and views are already
-// typed, and are refused by the constructor until the attention reads them.
-enum class KvType { F32, F16, Q8_0 };
-
-const char* kv_type_name(KvType t);
-
 class KvCache {
  public:
-  // Throws krafla::Error for a type this build cannot use yet.
+  // Throws krafla::Error for Q8_0 when head_dim is not a multiple of 32.
   KvCache(const ModelConfig& c, int n_ctx, KvType type = KvType::F32);
 
   KvType type() const { return type_; }
@@ -32,13 +26,16 @@ class KvCache {
     uint8_t* k;
     uint8_t* v;
     size_t row_bytes;
-    // Position pos onward as floats: an F32 cache only.
-    const float* k_f32(int64_t pos) const {
-      return reinterpret_cast<const float*>(k + pos * row_bytes);
-    }
-    const float* v_f32(int64_t pos) const {
-      return reinterpret_cast<const float*>(v + pos * row_bytes);
-    }
+    KvType type;
+    int64_t head_dim;
+    // Rows [pos, pos+m) of K or V as m*head_dim floats: the cache's own memory when it is F32,
+    // else converted into buf (room for m*head_dim floats) by the kernel table (f16_to_f32,
+    // dequantize_row), exactly.
+    const float* k_rows(int64_t pos, int64_t m, float* buf) const { return rows(k, pos, m, buf); }
+    const float* v_rows(int64_t pos, int64_t m, float* buf) const { return rows(v, pos, m, buf); }
+
+   private:
+    const float* rows(const uint8_t* base, int64_t pos, int64_t m, float* buf) const;
   };
   // `layer` must be an attention layer.
   HeadView head(int layer, int kv_head) const;
@@ -50,6 +47,7 @@ class KvCache {
  private:
   KvType type_;
   int n_ctx_, n_kv_heads_;
+  int64_t head_dim_;
   size_t row_bytes_;
   std::vector<int> slot_;  // [n_layers] the layer's slot, -1 for DeltaNet layers
   AlignedBuffer k_, v_;    // (attention layer, kv_head, ctx, row_bytes)

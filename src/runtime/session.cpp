@@ -21,8 +21,8 @@ struct Session::Impl {
   std::vector<float> logits;
   std::vector<float> batch_logits;
 
-  Impl(const Model& m, int threads, int ctx, int batch)
-      : model(m), pool(threads), fwd(model_impl(m), pool, ctx, batch), seq(m.config(), ctx) {}
+  Impl(const Model& m, int threads, int ctx, int batch, KvType kv)
+      : model(m), pool(threads), fwd(model_impl(m), pool, ctx, batch), seq(m.config(), ctx, kv) {}
 };
 
 namespace {
@@ -41,7 +41,7 @@ Session::Session(const Model& model, const SessionOptions& o) {
   if (ctx > model.config().max_ctx)
     throw Error(fmt::format("--ctx {} is larger than the model's maximum context {}", ctx,
                             model.config().max_ctx));
-  impl_ = std::make_unique<Impl>(model, default_threads(o.n_threads), ctx, o.n_batch);
+  impl_ = std::make_unique<Impl>(model, default_threads(o.n_threads), ctx, o.n_batch, o.kv_type);
   impl_->logits.assign(model.config().n_vocab, 0.0f);
 }
 
@@ -81,6 +81,8 @@ const std::vector<float>& Session::logits() const { return impl_->logits; }
 
 void Session::set_profile(Profile* p) { impl_->fwd.set_profile(p); }
 Profile* Session::profile() const { return impl_->fwd.profile(); }
+KvType Session::kv_type() const { return impl_->seq.kv.type(); }
+size_t Session::kv_bytes() const { return impl_->seq.kv.size_bytes(); }
 void Session::set_imatrix(Imatrix* m) { impl_->fwd.set_imatrix(m); }
 const Model& Session::model() const { return impl_->model; }
 int Session::n_past() const { return int(impl_->history.size()); }

@@ -64,6 +64,10 @@ def case_quality(a) -> None:
     print("perplexity over", CHUNKS, "chunks:", {k: round(v, 4) for k, v in ppl.items()})
     assert abs(ppl["q8_0"] / ppl["f32"] - 1) < 0.01, ppl
     assert ppl["q4_0 fit"] <= ppl["q4_0 round"], ppl
+    for kv, tol in (("f16", 0.005), ("q8_0", 0.02)):
+        got = perplexity(a, f32, CHUNKS, "--kv", kv)["ppl"]
+        print(f"--kv {kv}: ppl {got:.4f} (f32 cache {ppl['f32']:.4f})")
+        assert abs(got / ppl["f32"] - 1) < tol, (kv, got, ppl)
     print("ok: quality")
 
 

@@ -47,19 +47,54 @@ TEST(KvCache, OneSlotPerAttentionLayerEachHeadItsOwnRows) {
   for (int l : {1, 3})
     for (int h = 0; h < 2; ++h) {
       const KvCache::HeadView view = kv.head(l, h);
+      std::vector<float> buf(16 * 8);
       for (int p = 0; p < 16; ++p)
         for (int i = 0; i < 8; ++i) {
-          ASSERT_EQ(view.k_f32(p)[i], value(l, h, p, i, false));
-          ASSERT_EQ(view.v_f32(0)[p * 8 + i], value(l, h, p, i, true));
+          ASSERT_EQ(view.k_rows(p, 1, buf.data())[i], value(l, h, p, i, false));
+          ASSERT_EQ(view.v_rows(0, 16, buf.data())[p * 8 + i], value(l, h, p, i, true));
         }
     }
 }
 
-TEST(KvCache, TypesNotYetImplementedAreRefused) {
-  const ModelConfig c = hybrid();
-  EXPECT_THROW(KvCache(c, 16, KvType::F16), Error);
+// F16 and Q8_0 rows are stored through f32_to_f16 / quantize_row_q8_0 and read back through
+// f16_to_f32 / dequantize_row: values those formats hold exactly come back unchanged.
+TEST(KvCache, F16AndQ8_0RowsReadBackExactly) {
+  ModelConfig c = hybrid();
+  for (KvType t : {KvType::F16, KvType::Q8_0}) {
+    c.head_dim = t == KvType::Q8_0 ? 32 : 8;
+    const int hd = c.head_dim;
+    KvCache kv(c, 16, t);
+    EXPECT_EQ(kv.type(), t);
+    EXPECT_EQ(kv.row_bytes(), t == KvType::F16 ? size_t(hd) * 2 : size_t(hd / 32) * 34);
+    // F16: quarter steps below 32 are exact. Q8_0: integers with a block maximum of 127
+    // (scale 1) are exact.
+    const auto value = [&](int p, int i, bool is_v) {
+      if (t == KvType::F16) return (is_v ? -1.0f : 1.0f) * (float(p) + 0.25f * float(i));
+      return i == 0 ? 127.0f : float((p + 3 * i) % 100 - 50) * (is_v ? -1.0f : 1.0f);
+    };
+    for (int h = 0; h < 2; ++h)
+      for (int p = 0; p < 16; ++p) {
+        std::vector<float> k(hd), v(hd);
+        for (int i = 0; i < hd; ++i) k[i] = value(p, i, false), v[i] = value(p, i, true);
+        kv.store(3, h, p, k.data(), v.data());
+      }
+    std::vector<float> buf(16 * size_t(hd));
+    const KvCache::HeadView view = kv.head(3, 1);
+    const float* k = view.k_rows(0, 16, buf.data());
+    for (int p = 0; p < 16; ++p)
+      for (int i = 0; i < hd; ++i) ASSERT_EQ(k[p * hd + i], value(p, i, false)) << p << " " << i;
+    const float* v = view.v_rows(5, 3, buf.data());
+    for (int p = 5; p < 8; ++p)
+      for (int i = 0; i < hd; ++i) ASSERT_EQ(v[(p - 5) * hd + i], value(p, i, true));
+  }
+}
+
+TEST(KvCache, Q8_0NeedsWholeBlocksPerHead) {
+  const ModelConfig c = hybrid();  // head_dim 8
   EXPECT_THROW(KvCache(c, 16, KvType::Q8_0), Error);
   EXPECT_STREQ(kv_type_name(KvType::Q8_0), "q8_0");
+  EXPECT_EQ(parse_kv_type("f16"), KvType::F16);
+  EXPECT_FALSE(parse_kv_type("q4_0").has_value());
 }
 
 TEST(SequenceState, DeltaNetStatePerLayerZeroedByReset) {

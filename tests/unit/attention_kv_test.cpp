@@ -1,0 +1,63 @@
+// attend_group over F16 and Q8_0 caches: the rows are converted through the kernel table, so
+// the result equals, bit for bit, attention over an F32 cache holding the converted values.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "ops/attention.h"
+#include "runtime/kv_cache.h"
+
+namespace krafla {
+namespace {
+
+namespace K = kernels;
+
+TEST(AttendGroup, ReducedCachesEqualF32OverTheirOwnValues) {
+  ModelConfig c;
+  c.n_layers = 1, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 64;
+  c.layers = {{LayerConfig::Kind::Attention}};
+  const int n_ctx = 100, hd = 64, group = 2;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (KvType t : {KvType::F16, KvType::Q8_0}) {
+    KvCache reduced(c, n_ctx, t), exact(c, n_ctx, KvType::F32);
+    std::vector<float> k(hd), v(hd), kr(hd), vr(hd);
+    std::vector<K::BlockQ8_0> blk(hd / 32);
+    std::vector<uint16_t> half(hd);
+    const auto round_trip = [&](const std::vector<float>& x, std::vector<float>& out) {
+      if (t == KvType::F16) {
+        K::f32_to_f16(x.data(), half.data(), hd);
+        K::f16_to_f32(half.data(), out.data(), hd);
+      } else {
+        K::quantize_row_q8_0(x.data(), blk.data(), hd);
+        K::dequantize_row(K::WType::Q8_0, blk.data(), out.data(), hd);
+      }
+    };
+    for (int p = 0; p < n_ctx; ++p) {
+      for (int i = 0; i < hd; ++i) k[i] = nd(rng), v[i] = nd(rng);
+      reduced.store(0, 1, p, k.data(), v.data());
+      round_trip(k, kr), round_trip(v, vr);
+      exact.store(0, 1, p, kr.data(), vr.data());
+    }
+    std::vector<float> q(group * hd);
+    for (float& x : q) x = nd(rng);
+    for (int64_t first : {0, 7, 33}) {
+      const int64_t n_keys = n_ctx - first;
+      std::vector<float> s1(group * n_keys), s2(group * n_keys), buf(kKvRows * hd);
+      std::vector<float> o1(group * hd), o2(group * hd);
+      attend_group(q.data(), group, reduced.head(0, 1), first, n_keys, 0.125f, 0.0f, s1.data(),
+                   buf.data(), o1.data());
+      attend_group(q.data(), group, exact.head(0, 1), first, n_keys, 0.125f, 0.0f, s2.data(),
+                   buf.data(), o2.data());
+      for (int i = 0; i < group * hd; ++i)
+        ASSERT_EQ(o1[i], o2[i]) << kv_type_name(t) << " first " << first << " i " << i;
+    }
+    EXPECT_EQ(reduced.size_bytes() * (t == KvType::F16 ? 2 : 128),
+              exact.size_bytes() * (t == KvType::F16 ? 1 : 34));
+  }
+}
+
+}  // namespace
+}  // namespace krafla
