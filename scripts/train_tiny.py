@@ -218,20 +218,45 @@ def hf_config(a: argparse.Namespace, vocab: int, bos: int, eos: int) -> dict:
     }
 
 
-def save(model: Llama, a: argparse.Namespace, vocab: int, bos: int, eos: int) -> None:
-    os.makedirs(a.out, exist_ok=True)
-    arrays = {}
-    for n, p in model.state_dict().items():
-        if n in ("cos", "sin"):
-            continue
-        arrays[n if n == "lm_head.weight" else f"model.{n}"] = p.detach().float().numpy()
-    st.save_dict(os.path.join(a.out, "model.safetensors"), arrays, "BF16")
-    with open(os.path.join(a.out, "config.json"), "w") as f:
+def hf_name(n: str) -> str:
+    """This module's parameter name -> the Hugging Face LlamaForCausalLM one."""
+    parts = n.split(".")
+    if parts[0] == "layers":
+        sub = {
+            "q_proj": "self_attn.",
+            "k_proj": "self_attn.",
+            "v_proj": "self_attn.",
+            "o_proj": "self_attn.",
+            "gate_proj": "mlp.",
+            "up_proj": "mlp.",
+            "down_proj": "mlp.",
+        }
+        return f"model.layers.{parts[1]}.{sub.get(parts[2], '')}{'.'.join(parts[2:])}"
+    return f"model.{n}"
+
+
+def save_checkpoint(
+    out: str, arrays: dict, a: argparse.Namespace, vocab: int, bos: int, eos: int
+) -> None:
+    """model.safetensors (BF16, Hugging Face names), config.json, generation_config.json and
+    the tokenizer files."""
+    os.makedirs(out, exist_ok=True)
+    st.save_dict(os.path.join(out, "model.safetensors"), arrays, "BF16")
+    with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(hf_config(a, vocab, bos, eos), f, indent=2)
-    with open(os.path.join(a.out, "generation_config.json"), "w") as f:
+    with open(os.path.join(out, "generation_config.json"), "w") as f:
         json.dump({"bos_token_id": bos, "eos_token_id": eos}, f, indent=2)
     for n in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copyfile(os.path.join(a.tokenizer, n), os.path.join(a.out, n))
+        shutil.copyfile(os.path.join(a.tokenizer, n), os.path.join(out, n))
+
+
+def save(model: Llama, a: argparse.Namespace, vocab: int, bos: int, eos: int) -> None:
+    arrays = {
+        hf_name(n): p.detach().float().numpy()
+        for n, p in model.state_dict().items()
+        if n not in ("cos", "sin")
+    }
+    save_checkpoint(a.out, arrays, a, vocab, bos, eos)
 
 
 def plot(log_path: str, png: str, title: str) -> None:
