@@ -94,8 +94,8 @@ struct QuantRow {
   size_t argmax() const { return size_t(std::max_element(q.begin(), q.end()) - q.begin()); }
 };
 
-void quantize_log_probs(std::span<const float> logits, QuantRow& r) {
-  const double lse = log_sum_exp(logits);
+// lse: log_sum_exp(logits), computed once per row by the caller.
+void quantize_log_probs(std::span<const float> logits, double lse, QuantRow& r) {
   const auto [mn, mx] = std::minmax_element(logits.begin(), logits.end());
   const double hi = *mx - lse, lo = std::max(double(*mn) - lse, hi - kRange);
   r.lo = float(lo);
@@ -200,10 +200,10 @@ class BaseReader {
   BaseHeader h_{};
 };
 
-// KL(base || this) of one prediction; the base's NLL of the target goes to *nll_base.
-double kl_divergence(const QuantRow& base, std::span<const float> logits, int32_t target,
-                     double* nll_base) {
-  const double lse = log_sum_exp(logits);
+// KL(base || this) of one prediction (lse: log_sum_exp(logits)); the base's NLL of the target
+// goes to *nll_base.
+double kl_divergence(const QuantRow& base, std::span<const float> logits, double lse,
+                     int32_t target, double* nll_base) {
   double kl = 0;
   for (size_t i = 0; i < logits.size(); ++i) {
     const double lb = base.lp(i);
@@ -273,13 +273,14 @@ PerplexityResult perplexity(Session& session, std::span<const int32_t> tokens,
       for (int j = std::max(b, o.first); j < std::min(b + n, o.n_ctx - 1); ++j) {
         const std::span<const float> lg(logits.data() + size_t(j - b) * V, size_t(V));
         const int32_t target = chunk[size_t(j) + 1];
-        const double nll = token_nll(lg, target);
+        const double lse = log_sum_exp(lg);  // once per row: the NLL, the base row, the KL
+        const double nll = lse - lg[size_t(target)];
         r.sum_nll += nll, r.sum_nll2 += nll * nll, ++r.n_scored;
-        if (writer) quantize_log_probs(lg, row), writer->row(row);
+        if (writer) quantize_log_probs(lg, lse, row), writer->row(row);
         if (base) {
           base->row(row);
           double nll_base = 0;
-          r.kl.push_back(float(kl_divergence(row, lg, target, &nll_base)));
+          r.kl.push_back(float(kl_divergence(row, lg, lse, target, &nll_base)));
           r.sum_nll_base += nll_base;
           const size_t top = size_t(std::max_element(lg.begin(), lg.end()) - lg.begin());
           r.same_top += top == row.argmax();
