@@ -4,17 +4,21 @@
 matrix, a mixed scheme and the KV cache types, measured with this build's ml_run.
 
     scripts/quality_table.py --bin build/avx512vnni [--out docs/quality.json] [--png FILE]
+                             [--llama-cpp /tmp/llama.cpp/build/bin]
 
 Writes the .mlb files and the KL base under --work (default .models/quality), prints a Markdown
 table and writes the numbers as JSON; with --png (needs python3-matplotlib) a bar chart.
 The importance matrix is computed on the start of brown-train.txt (the training text, never the
-held-out one).
+held-out one). With --llama-cpp (a llama.cpp build's bin folder, built as docs/benchmarks.md
+says; nothing of it is in this repository) each row's .mlb is also written as a GGUF of the same
+weights (tools/to_gguf.py) and scored by llama-perplexity (its KV flags for the KV rows).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -25,6 +29,44 @@ PY = "/usr/bin/python3"
 def run(cmd: list[str], **kw) -> str:
     print("+", " ".join(cmd), file=sys.stderr, flush=True)
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+
+
+def run_all(cmd: list[str]) -> str:
+    """stdout + stderr of cmd (llama.cpp logs its results on both)."""
+    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    r = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return r.stdout
+
+
+def number(pattern: str, text: str) -> float:
+    m = re.search(pattern, text)
+    if not m:
+        raise SystemExit(f"quality_table.py: no match for {pattern!r} in llama.cpp's output")
+    return float(m.group(1))
+
+
+# llama-perplexity's KV flags for ml_run's --kv (a quantized V cache needs flash attention)
+LLAMA_KV = {"f16": ["-ctk", "f16", "-ctv", "f16"], "q8_0": ["-ctk", "q8_0", "-ctv", "q8_0"]}
+
+
+def llama_cpp_row(a: argparse.Namespace, path: str, extra: list[str], base: str) -> dict:
+    """llama-perplexity's PPL, KL mean / 99% and same top-1 on a GGUF of path's weights."""
+    gguf = os.path.splitext(path)[0] + ".gguf"
+    if not os.path.exists(gguf):
+        run([PY, os.path.join(ROOT, "tools", "to_gguf.py"), path, "-o", gguf])
+    tool = os.path.join(a.llama_cpp, "llama-perplexity")
+    kv = LLAMA_KV[extra[1]] if extra else []
+    common = [tool, "-m", gguf, "-f", a.text, "-c", str(a.ctx), "-t", "2", "-fa", "on", *kv]
+    out = run_all(common)
+    kl = run_all(
+        [*common, "--chunks", str(a.kl_chunks), "--kl-divergence-base", base, "--kl-divergence"]
+    )
+    return {
+        "ppl_llama_cpp": number(r"Final estimate: PPL = ([0-9.]+)", out),
+        "kl_mean_llama_cpp": number(r"Mean\s+KLD:\s+(-?[0-9.]+)", kl),
+        "kl_p99_llama_cpp": number(r"99\.0%\s+KLD:\s+(-?[0-9.]+)", kl),
+        "top1_llama_cpp": number(r"Same top p:\s+([0-9.]+)", kl) / 100,
+    }
 
 
 def main() -> int:
@@ -43,6 +85,7 @@ def main() -> int:
     p.add_argument("--work", default=os.path.join(ROOT, ".models", "quality"))
     p.add_argument("--out", help="write the numbers as JSON here")
     p.add_argument("--png", help="write a bar chart here")
+    p.add_argument("--llama-cpp", help="a llama.cpp build's bin folder: add its column")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
     ml_run = os.path.join(a.bin, "ml_run")
@@ -90,6 +133,29 @@ def main() -> int:
     klargs = ["--ppl-scoring", "llama", "--chunks", str(a.kl_chunks), "--kl-divergence-base", base]
     if not os.path.exists(base):
         run([ml_run, "-m", rows[0][1], *common, *klargs])
+    llama_base = os.path.join(a.work, "f32.llama.kld")
+    if a.llama_cpp and not os.path.exists(llama_base):
+        gguf = os.path.join(a.work, "f32.gguf")
+        if not os.path.exists(gguf):
+            run([PY, os.path.join(ROOT, "tools", "to_gguf.py"), rows[0][1], "-o", gguf])
+        tool = os.path.join(a.llama_cpp, "llama-perplexity")
+        run_all(
+            [
+                tool,
+                "-m",
+                gguf,
+                "-f",
+                a.text,
+                "-c",
+                str(a.ctx),
+                "-t",
+                "2",
+                "--chunks",
+                str(a.kl_chunks),
+                "--kl-divergence-base",
+                llama_base,
+            ]
+        )
     table = []
     for label, path, extra in rows:
         ppl = json.loads(run([ml_run, "-m", path, *common, *extra]))
@@ -107,18 +173,28 @@ def main() -> int:
                 "top1": kl["kl"]["top1_agreement"],
             }
         )
+        if a.llama_cpp:
+            table[-1].update(llama_cpp_row(a, path, extra, llama_base))
         print(label, table[-1], file=sys.stderr)
+    lc = bool(a.llama_cpp)
     print(
         f"| config | file MB | PPL (all, ctx {a.ctx}) | PPL (llama-perplexity scoring) "
         f"| KL mean | KL 99% | same top-1 |"
+        + (" llama.cpp PPL | llama.cpp KL mean | KL 99% | same top-1 |" if lc else "")
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---" * (11 if lc else 7) + "|")
     for r in table:
-        print(
+        line = (
             f"| {r['config']} | {r['file_mb']:.1f} | {r['ppl']:.3f} ± {r['ppl_stderr']:.3f} "
             f"| {r['ppl_llama']:.3f} | {r['kl_mean']:.5f} | {r['kl_p99']:.4f} "
             f"| {100 * r['top1']:.2f}% |"
         )
+        if lc:
+            line += (
+                f" {r['ppl_llama_cpp']:.3f} | {r['kl_mean_llama_cpp']:.5f} "
+                f"| {r['kl_p99_llama_cpp']:.4f} | {100 * r['top1_llama_cpp']:.2f}% |"
+            )
+        print(line)
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"ctx": a.ctx, "kl_chunks": a.kl_chunks, "rows": table}, f, indent=2)
@@ -130,11 +206,27 @@ def main() -> int:
 
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110)
         labels = [r["config"] for r in table]
-        ax1.barh(labels, [r["ppl"] for r in table], color="#4a7ab5")
-        ax1.set_xlim(min(r["ppl"] for r in table) * 0.98, max(r["ppl"] for r in table) * 1.01)
-        ax1.set_xlabel(f"perplexity on brown-test (ctx {a.ctx}, lower is better)")
+        y = list(range(len(table)))
+        h = 0.4 if lc else 0.8
+        ours = [r["ppl_llama"] for r in table]
+        ax1.barh([i - h / 2 if lc else i for i in y], ours, h, color="#4a7ab5", label="Krafla")
+        vals = ours
+        if lc:
+            theirs = [r["ppl_llama_cpp"] for r in table]
+            ax1.barh([i + h / 2 for i in y], theirs, h, color="#9bbb59", label="llama.cpp")
+            vals = ours + theirs
+            ax1.legend(loc="lower right")
+        ax1.set_yticks(y, labels)
+        ax1.set_xlim(min(vals) * 0.98, max(vals) * 1.01)
+        ax1.set_xlabel(f"perplexity, llama-perplexity scoring (ctx {a.ctx}, lower is better)")
         ax1.invert_yaxis()
-        ax2.barh(labels, [r["kl_mean"] for r in table], color="#c0504d")
+        kl = [r["kl_mean"] for r in table]
+        ax2.barh([i - h / 2 if lc else i for i in y], kl, h, color="#c0504d", label="Krafla")
+        if lc:
+            klc = [r["kl_mean_llama_cpp"] for r in table]
+            ax2.barh([i + h / 2 for i in y], klc, h, color="#f79646", label="llama.cpp")
+            ax2.legend(loc="lower right")
+        ax2.set_yticks(y)
         ax2.set_xlabel("mean KL divergence to F32 (nats)")
         ax2.set_yticklabels([])
         ax2.invert_yaxis()
