@@ -94,6 +94,23 @@ inline int8x8_t dup4(const int8_t* p) {  // a 4-byte activation group, twice
   std::memcpy(&q, p, 4);
   return vreinterpret_s8_s32(vdup_n_s32(q));
 }
+// The signed-dot Q4_0 forms (sdot, smmla; nibbles packed xor 8, i.e. as signed 4-bit
+// n - 8): 16 packed bytes -> 16 x the low and 16 x the high signed nibbles, exact int8 ...
+inline void nibbles_x16(int8x16_t v, int8x16_t& lo, int8x16_t& hi) {
+  lo = vshlq_n_s8(v, 4);
+  hi = vandq_s8(v, vdupq_n_s8(-16));
+}
+// ... and the block's integer sums divided by that 16 again (exact: every product is a
+// multiple of 16).
+template <bool kQ4, int R, int T>
+inline void unscale_x16(int32x4_t (&isum)[R][T]) {
+  if constexpr (kQ4) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) isum[r][t] = vshrq_n_s32(isum[r][t], 4);
+  }
+}
 
 // ---- packing ----
 

@@ -23,9 +23,7 @@ struct SdotDot {
       const int8_t* q = reinterpret_cast<const int8_t*>(wb[r] + L::kQuants);
       int8x16_t w0, w1;
       if constexpr (kQ4) {
-        const int8x16_t v = vld1q_s8(q + 16 * K);
-        w0 = vshlq_n_s8(v, 4);
-        w1 = vandq_s8(v, vdupq_n_s8(-16));
+        nibbles_x16(vld1q_s8(q + 16 * K), w0, w1);
       } else {
         w0 = vld1q_s8(q + 16 * K);
         w1 = vld1q_s8(q + 16 * (K + 4));
@@ -55,12 +53,7 @@ struct SdotDot {
     step<kQ4, R, T, 1>(wb, al, ah, isum);
     step<kQ4, R, T, 2>(wb, al, ah, isum);
     step<kQ4, R, T, 3>(wb, al, ah, isum);
-    if constexpr (kQ4) {
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) isum[r][t] = vshrq_n_s32(isum[r][t], 4);
-    }
+    unscale_x16<kQ4>(isum);
   }
 };
 

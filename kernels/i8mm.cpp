@@ -31,9 +31,7 @@ struct MmlaDot {
         if constexpr (kQ4) {
 #pragma GCC unroll 2
           for (int c = 0; c < 2; ++c) {
-            const int8x16_t v = vld1q_s8(q + (p * 2 + c) * 16);
-            w[r][p][c] = vshlq_n_s8(v, 4);
-            w[r][p][2 + c] = vandq_s8(v, vdupq_n_s8(-16));
+            nibbles_x16(vld1q_s8(q + (p * 2 + c) * 16), w[r][p][c], w[r][p][2 + c]);
           }
         } else {
 #pragma GCC unroll 4
@@ -80,12 +78,7 @@ struct MmlaDot {
         isum[r][T - 1] = pair_sums(s0, s1);
       }
     }
-    if constexpr (kQ4) {
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-        for (int u = 0; u < T; ++u) isum[r][u] = vshrq_n_s32(isum[r][u], 4);
-    }
+    unscale_x16<kQ4>(isum);
   }
 };
 
