@@ -2,6 +2,7 @@
 """Write a .mlb model as a GGUF file with llama.cpp's names and conventions (numpy only).
 
 Usage: tools/to_gguf.py MODEL.mlb -o OUT.gguf
+       tools/to_gguf.py TOKENIZER_DIR|TOKENIZER.mlt -o VOCAB.gguf   (vocabulary only)
 
 The tensor data is copied as it is (f32, f16, q8_0 and q4_0 blocks are ggml's layouts), so a
 GGUF made from a Q8_0 .mlb holds the same blocks. What changes (after llama.cpp's converter):
@@ -10,10 +11,11 @@ GGUF made from a Q8_0 .mlb holds the same blocks. What changes (after llama.cpp'
   interleaved pairs llama.cpp's LLAMA_ROPE_TYPE_NORM rotates;
 - the config becomes `{arch}.*` keys, the rope base is recovered from the inverse frequencies;
 - the tokenizer becomes tokenizer.ggml.* (SentencePiece-style `llama` vocabularies: tokens,
-  scores in merge order, token types).
+  scores in the order of tokenizer.json's merges, token types).
 
-Supported so far: the llama family (Llama 2/3-style checkpoints with a SentencePiece
-byte-fallback vocabulary, Mistral without a window). Others are refused by name.
+Supported so far: llama (Llama 2/3, SmolLM2, Mistral without a window), qwen2 and qwen3, with
+SentencePiece (`llama`) or byte-level (`gpt2`: llama-bpe, qwen2, qwen35, smollm, gpt-2
+pre-tokenizers) vocabularies. Others are refused by name.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import convert_tokenizer as ctok  # noqa: E402
 import gguf  # noqa: E402
 import mlb  # noqa: E402
 
@@ -55,34 +58,71 @@ def interleave_rows(raw: bytes, rows: int, n_heads: int) -> bytes:
     return a[order].tobytes()
 
 
-def rope_base(c: dict) -> float:
-    """The rope base whose plain inverse frequencies are the config's; scaled ones are refused."""
+def rope_base(c: dict) -> tuple[float, float]:
+    """(base, linear factor) whose inverse frequencies base^(-2i/d) / factor are the config's;
+    other scalings are refused."""
     freqs = np.asarray(c["rope_freqs"], dtype=np.float64)
     dim = int(c.get("rope_dim", c["head_dim"]))
     if len(freqs) != dim // 2 or dim < 4:
         raise ToGgufError(f"rope_freqs has {len(freqs)} entries, rope_dim {dim} needs {dim // 2}")
-    base = float(freqs[1] ** (-dim / 2))
+    base = float((freqs[1] / freqs[0]) ** (-dim / 2))
+    factor = float(1 / freqs[0])
     plain = base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
-    if not np.allclose(freqs, plain, rtol=1e-5):
-        raise ToGgufError("rope scaling (frequencies not base^(-2i/d)) is not supported yet")
-    return base
+    if not np.allclose(freqs, plain / factor, rtol=1e-5):
+        raise ToGgufError("rope scaling other than linear is not supported yet")
+    return base, (1.0 if abs(factor - 1) < 1e-9 else factor)
 
 
-def llama_vocab(tj: dict, tc: dict) -> dict:
-    """tokenizer.ggml.* of a SentencePiece byte-fallback BPE tokenizer.json (kind `llama`)."""
-    model = tj.get("model") or {}
-    if model.get("type") != "BPE" or not model.get("byte_fallback"):
-        raise ToGgufError("tokenizer.json: only byte-fallback BPE (SentencePiece) vocabularies")
-    pieces = dict(model["vocab"])
+def _tokens(tj: dict) -> tuple[list[str], dict[str, int], dict[int, bool]]:
+    """Tokens by id (model vocabulary and added tokens), string -> id, added id -> special."""
+    pieces = dict(tj["model"]["vocab"])
     special = {}
     for t in tj.get("added_tokens") or []:
         pieces[t["content"]] = t["id"]
         special[t["id"]] = bool(t.get("special"))
-    n = max(pieces.values()) + 1
-    tokens = [""] * n
+    tokens = [""] * (max(pieces.values()) + 1)
     for p, i in pieces.items():
         tokens[i] = p
+    return tokens, pieces, special
+
+
+def _merges(model: dict) -> list[list[str]]:
+    return [m.split(" ", 1) if isinstance(m, str) else m for m in model.get("merges") or []]
+
+
+def _adds_bos(tj: dict, tc: dict) -> bool:
+    """tokenizer_config's add_bos_token, else whether the post-processor puts a token first."""
+    if "add_bos_token" in tc:
+        return bool(tc["add_bos_token"])
+    pp = tj.get("post_processor") or {}
+    for step in pp.get("processors", [pp]):
+        if step.get("type") == "TemplateProcessing":
+            return "SpecialToken" in step["single"][0]
+    return False
+
+
+def _special_ids(kv: dict, pieces: dict[str, int], tc: dict) -> None:
+    for key, name in (("bos", "bos_token"), ("eos", "eos_token"), ("padding", "pad_token")):
+        v = tc.get(name)
+        v = v.get("content") if isinstance(v, dict) else v
+        if v and v in pieces:
+            kv[f"tokenizer.ggml.{key}_token_id"] = pieces[v]
+    if tc.get("chat_template"):
+        kv["tokenizer.chat_template"] = tc["chat_template"]
+
+
+def llama_vocab(tj: dict, tc: dict) -> dict:
+    """tokenizer.ggml.* of a SentencePiece byte-fallback BPE tokenizer.json (kind `llama`)."""
+    model = tj["model"]
+    tokens, pieces, special = _tokens(tj)
     unk = pieces.get(model.get("unk_token") or "<unk>", -1)
+    # A piece's score is its merge priority (SentencePiece merges the pair whose result scores
+    # highest): minus the rank of the first merge that makes it. Pieces no merge makes (single
+    # characters) come after all of them.
+    merges = _merges(model)
+    produced: dict[str, int] = {}
+    for rank, (a, b) in enumerate(merges):
+        produced.setdefault(a + b, rank)
     types, scores = [], []
     for i, p in enumerate(tokens):
         if i == unk:
@@ -94,39 +134,94 @@ def llama_vocab(tj: dict, tc: dict) -> dict:
         else:
             t = gguf.TOKEN_NORMAL
         types.append(t)
-        # SentencePiece orders pieces by score, which is also the merge priority
-        scores.append(-float(i) if t == gguf.TOKEN_NORMAL else 0.0)
-
-    def tok_id(key: str) -> int:
-        v = tc.get(key)
-        v = v.get("content") if isinstance(v, dict) else v
-        return pieces.get(v, -1) if v else -1
-
+        if p in produced:  # user-defined pieces too (Gemma's runs of "▁" are merged)
+            scores.append(-float(produced[p]))
+        else:
+            scores.append(-float(len(merges) + i) if t == gguf.TOKEN_NORMAL else 0.0)
+    normalizers = (tj.get("normalizer") or {}).get("normalizers") or [tj.get("normalizer") or {}]
     kv = {
         "tokenizer.ggml.model": "llama",
         "tokenizer.ggml.tokens": gguf.Value(gguf.ARRAY, tokens, gguf.STRING),
         "tokenizer.ggml.scores": gguf.Value(gguf.ARRAY, scores, gguf.F32),
         "tokenizer.ggml.token_type": gguf.Value(gguf.ARRAY, types, gguf.I32),
-        "tokenizer.ggml.add_bos_token": bool(tc.get("add_bos_token", True)),
+        "tokenizer.ggml.add_bos_token": _adds_bos(tj, tc),
         "tokenizer.ggml.add_eos_token": bool(tc.get("add_eos_token", False)),
+        "tokenizer.ggml.add_space_prefix": any(n.get("type") == "Prepend" for n in normalizers),
     }
-    for key, name in (("bos", "bos_token"), ("eos", "eos_token"), ("padding", "pad_token")):
-        if tok_id(name) >= 0:
-            kv[f"tokenizer.ggml.{key}_token_id"] = tok_id(name)
+    _special_ids(kv, pieces, tc)
     if unk >= 0:
         kv["tokenizer.ggml.unknown_token_id"] = unk
-    if tc.get("chat_template"):
-        kv["tokenizer.chat_template"] = tc["chat_template"]
     return kv
 
 
-def llama_keys(c: dict, name: str, dtype: str) -> dict:
-    if c["arch"] not in ("llama", "mistral"):
-        raise ToGgufError(f"arch '{c['arch']}' is not supported yet (llama, mistral)")
+# llama.cpp's tokenizer.ggml.pre names of the Split regexes of byte-level tokenizer.json files
+PRE_REGEXES = {
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}"
+    "\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+": "llama-bpe",
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}"
+    "\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+": "qwen2",
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s"
+    "\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+": "qwen35",
+}
+
+
+def pre_name(tj: dict) -> str:
+    """The tokenizer.ggml.pre of a byte-level tokenizer.json's pre-tokenizer."""
+    pt = tj.get("pre_tokenizer") or {}
+    steps = pt.get("pretokenizers", []) if pt.get("type") == "Sequence" else [pt]
+    kinds = [st.get("type") for st in steps]
+    if kinds == ["Split", "ByteLevel"] and steps[0]["pattern"].get("Regex") in PRE_REGEXES:
+        return PRE_REGEXES[steps[0]["pattern"]["Regex"]]
+    if kinds == ["Digits", "ByteLevel"] and steps[0].get("individual_digits"):
+        return "smollm"
+    if kinds == ["ByteLevel"] and steps[0].get("use_regex", True):
+        return "gpt-2"
+    raise ToGgufError(f"tokenizer.json: pre-tokenizer {json.dumps(pt)[:80]} is not recognised")
+
+
+def bpe_vocab(tj: dict, tc: dict) -> dict:
+    """tokenizer.ggml.* of a byte-level BPE tokenizer.json (kind `gpt2`)."""
+    tokens, pieces, special = _tokens(tj)
+    types = [
+        (gguf.TOKEN_CONTROL if special[i] else gguf.TOKEN_USER_DEFINED)
+        if i in special
+        else gguf.TOKEN_NORMAL
+        for i in range(len(tokens))
+    ]
+    kv = {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": pre_name(tj),
+        "tokenizer.ggml.tokens": gguf.Value(gguf.ARRAY, tokens, gguf.STRING),
+        "tokenizer.ggml.token_type": gguf.Value(gguf.ARRAY, types, gguf.I32),
+        "tokenizer.ggml.merges": gguf.Value(
+            gguf.ARRAY, [f"{a} {b}" for a, b in _merges(tj["model"])], gguf.STRING
+        ),
+        "tokenizer.ggml.add_bos_token": _adds_bos(tj, tc),
+        "tokenizer.ggml.add_eos_token": bool(tc.get("add_eos_token", False)),
+    }
+    _special_ids(kv, pieces, tc)
+    return kv
+
+
+def vocab_keys(tj: dict, tc: dict) -> dict:
+    model = tj.get("model") or {}
+    if model.get("type") != "BPE":
+        raise ToGgufError(f"tokenizer.json: model type {model.get('type')} (BPE only)")
+    return llama_vocab(tj, tc) if model.get("byte_fallback") else bpe_vocab(tj, tc)
+
+
+# .mlb arch -> llama.cpp's architecture name
+GGUF_ARCHS = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+
+
+def arch_keys(c: dict, name: str, dtype: str) -> dict:
+    if c["arch"] not in GGUF_ARCHS:
+        raise ToGgufError(f"arch '{c['arch']}' is not supported yet ({', '.join(GGUF_ARCHS)})")
     window = c.get("sliding_window", 0) or max(c.get("layer_window") or [0])
     if window:
         raise ToGgufError("sliding windows are not supported yet")
-    a = "llama"
+    a = GGUF_ARCHS[c["arch"]]
+    base, factor = rope_base(c)
     kv = {
         "general.architecture": a,
         "general.name": name,
@@ -140,10 +235,13 @@ def llama_keys(c: dict, name: str, dtype: str) -> dict:
         f"{a}.attention.key_length": c["head_dim"],
         f"{a}.attention.value_length": c["head_dim"],
         f"{a}.attention.layer_norm_rms_epsilon": float(c["norm_eps"]),
-        f"{a}.rope.freq_base": rope_base(c),
+        f"{a}.rope.freq_base": base,
         f"{a}.rope.dimension_count": int(c.get("rope_dim", c["head_dim"])),
         f"{a}.vocab_size": c["n_vocab"],
     }
+    if factor != 1.0:
+        kv[f"{a}.rope.scaling.type"] = "linear"
+        kv[f"{a}.rope.scaling.factor"] = factor
     return kv
 
 
@@ -156,21 +254,38 @@ def main_dtype(r: mlb.MlbReader) -> str:
     return max(sizes, key=lambda k: sizes[k])
 
 
+def convert_vocab(src: str, out: str) -> None:
+    """A vocabulary-only GGUF (no tensors, as llama.cpp's ggml-vocab-*.gguf) of a tokenizer
+    folder (tokenizer.json, tokenizer_config.json) or a .mlt file."""
+    if os.path.isdir(src):
+        files = ctok.read_tokenizer_files(src)
+        tj, tc = json.loads(files["tokenizer.json"]), json.loads(files["tokenizer_config.json"])
+    else:
+        r = mlb.MlbReader(src)
+        tj = json.loads(r.raw("tokenizer.json"))
+        tc = json.loads(r.raw("tokenizer_config.json"))
+    kv = {"general.name": os.path.basename(os.path.normpath(src))}
+    kv.update(vocab_keys(tj, tc))
+    gguf.write(out, kv, [])
+
+
 def convert(src: str, out: str) -> None:
+    if os.path.isdir(src) or src.endswith(".mlt"):
+        return convert_vocab(src, out)
     r = mlb.MlbReader(src)
     c = r.config
     tj = json.loads(r.raw("tokenizer.json"))
     tc = json.loads(r.raw("tokenizer_config.json"))
     name = os.path.splitext(os.path.basename(src))[0]
-    kv = llama_keys(c, name, main_dtype(r))
-    kv.update(llama_vocab(tj, tc))
+    kv = arch_keys(c, name, main_dtype(r))
+    kv.update(vocab_keys(tj, tc))
     tensors = []
     for t in r.meta["tensors"]:
         if t["dtype"] == "bytes":
             continue
         raw, shape = r.raw(t["name"]), tuple(t["shape"])
         leaf = t["name"].rsplit(".", 1)[-1]
-        if leaf in ("attn_q", "attn_k"):
+        if leaf in ("attn_q", "attn_k") and kv["general.architecture"] == "llama":
             heads = c["n_heads"] if leaf == "attn_q" else c["n_kv_heads"]
             raw = interleave_rows(raw, shape[0], heads)
         tensors.append(gguf.Tensor(tensor_name(t["name"]), t["dtype"], shape, raw))
@@ -179,12 +294,14 @@ def convert(src: str, out: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
-    p.add_argument("model", help="the .mlb file")
+    p.add_argument(
+        "model", help="the .mlb file (a .mlt file or tokenizer folder: a vocabulary-only GGUF)"
+    )
     p.add_argument("-o", "--out", required=True, help="the GGUF file to write")
     a = p.parse_args(argv)
     try:
         convert(a.model, a.out)
-    except (ToGgufError, mlb.MlbError, gguf.GgufError, OSError, KeyError) as e:
+    except (ToGgufError, mlb.MlbError, gguf.GgufError, ctok.TokenizerError, OSError, KeyError) as e:
         mlb.die(PROG, f"{a.model}: {e}")
     print(f"{PROG}: wrote {a.out}", file=sys.stderr)
 

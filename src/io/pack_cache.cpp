@@ -12,7 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "io/mlb_file.h"
+#include "io/model_file.h"
 #include "kernels/kernels.h"
 #include "krafla/error.h"
 
@@ -31,7 +31,7 @@ uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
 uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
 
 // What the cache was made from and for: any difference makes it stale or foreign.
-nlohmann::json identity(const MlbFile& model) {
+nlohmann::json identity(const ModelFile& model) {
   struct stat st {};
   if (::stat(model.path().c_str(), &st) != 0)
     throw Error(fmt::format("{}: stat failed: {}", model.path(), std::strerror(errno)));
@@ -50,7 +50,7 @@ nlohmann::json entry_json(const PackEntry& e, uint64_t offset) {
 }
 
 // The JSON a cache holding `entries` from `model` has, with the data offsets it implies.
-nlohmann::json expected_json(const MlbFile& model, const std::vector<PackEntry>& entries,
+nlohmann::json expected_json(const ModelFile& model, const std::vector<PackEntry>& entries,
                              uint64_t data_start, std::vector<uint64_t>* offsets) {
   nlohmann::json j = identity(model);
   j["matrices"] = nlohmann::json::array();
@@ -104,7 +104,7 @@ std::string PackCache::path_for(const std::string& dir, const std::string& model
       .string();
 }
 
-std::unique_ptr<PackCache> PackCache::open(const std::string& path, const MlbFile& model,
+std::unique_ptr<PackCache> PackCache::open(const std::string& path, const ModelFile& model,
                                            const std::vector<PackEntry>& entries,
                                            std::string* why) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -166,7 +166,7 @@ std::unique_ptr<PackCache> PackCache::open(const std::string& path, const MlbFil
   return cache;
 }
 
-void PackCache::write(const std::string& path, const MlbFile& model,
+void PackCache::write(const std::string& path, const ModelFile& model,
                       const std::vector<PackEntry>& entries, const std::vector<const void*>& data) {
   // The JSON's size decides the data offsets, which the JSON holds: settle it by iteration
   // (offsets only grow, so this ends after a step or two).

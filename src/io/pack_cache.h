@@ -16,7 +16,7 @@
 
 namespace krafla {
 
-class MlbFile;
+class ModelFile;
 
 struct PackEntry {
   std::string name;
@@ -32,13 +32,13 @@ class PackCache {
 
   // Maps `path` if it holds exactly `entries` packed for this build from `model`; otherwise
   // returns nullptr and says why in *why ("no cache file", "stale: ...", "foreign: ...").
-  static std::unique_ptr<PackCache> open(const std::string& path, const MlbFile& model,
+  static std::unique_ptr<PackCache> open(const std::string& path, const ModelFile& model,
                                          const std::vector<PackEntry>& entries, std::string* why);
 
   // Writes the cache atomically (a temporary file renamed into place), creating `path`'s
   // directory if missing, but not its parents. Throws krafla::Error naming the path on failure
   // (a missing parent included).
-  static void write(const std::string& path, const MlbFile& model,
+  static void write(const std::string& path, const ModelFile& model,
                     const std::vector<PackEntry>& entries, const std::vector<const void*>& data);
 
   ~PackCache();

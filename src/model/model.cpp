@@ -40,7 +40,7 @@ struct ToPack {
 // matrices taken are listed for packing under the name they were taken by.
 class TensorTaker {
  public:
-  explicit TensorTaker(const MlbFile& f) : f_(f) {}
+  explicit TensorTaker(const ModelFile& f) : f_(f) {}
 
   const float* vec_f32(const std::string& name, int64_t n) { return f32(name, {n}); }
   const float* mat_f32(const std::string& name, int64_t rows, int64_t cols) {
@@ -81,7 +81,7 @@ class TensorTaker {
     used_.insert(name);
     return f_.get(name, std::move(shape));
   }
-  const MlbFile& f_;
+  const ModelFile& f_;
   std::set<std::string> used_;
   std::vector<ToPack> to_pack_;
 };
@@ -207,7 +207,7 @@ std::string Model::describe() const {
       names[int(attn.type)], impl_->packed_bytes / 1048576.0);
 }
 
-static Tokenizer tokenizer_from(const MlbFile& f) {
+static Tokenizer tokenizer_from(const ModelFile& f) {
   const auto& tk = f.meta().value("tokenizer", nlohmann::json::object());
   const std::string json_name = tk.value("json", "tokenizer.json");
   const std::string cfg_name = tk.value("config", "tokenizer_config.json");
@@ -220,12 +220,12 @@ static Tokenizer tokenizer_from(const MlbFile& f) {
 }
 
 Tokenizer load_tokenizer(const std::string& path) {
-  MlbFile f(path);
+  ModelFile f(path);
   return tokenizer_from(f);
 }
 
 ModelFileInfo inspect_model_file(const std::string& path) {
-  MlbFile f(path);
+  ModelFile f(path);
   ModelFileInfo info;
   info.path = path;
   info.kind = f.kind();
@@ -245,8 +245,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
 
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opts) {
   auto m = std::make_unique<Impl>();
-  m->file = std::make_unique<MlbFile>(path);
-  const MlbFile& f = *m->file;
+  m->file = std::make_unique<ModelFile>(path);
+  const ModelFile& f = *m->file;
   if (f.kind() != "model")
     throw Error(fmt::format("{}: this is a {} file, not a model", path, f.kind()));
   m->cfg = parse_config(f.meta(), path);

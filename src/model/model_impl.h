@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "io/mlb_file.h"
+#include "io/model_file.h"
 #include "io/pack_cache.h"
 #include "krafla/model.h"
 #include "model/config.h"
@@ -29,7 +29,7 @@ struct LayerWeights {
 };
 
 struct Model::Impl {
-  std::unique_ptr<MlbFile> file;
+  std::unique_ptr<ModelFile> file;
   ModelConfig cfg;
   std::unique_ptr<Tokenizer> tok;
   Matrix tok_embd;           // (n_vocab, dim); packed only when it is also the output

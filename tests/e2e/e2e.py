@@ -7,7 +7,7 @@ e2e_common.py; the cli/bench/info/tok cases in e2e_tools.py.
 Usage: e2e.py --bin BUILD_DIR --work WORK_DIR CASE
 Cases: setup | logits:MODEL:QUANT | threads:MODEL:QUANT | batch:MODEL:QUANT | badfiles |
        lengths:MODEL:QUANT | actquant:MODEL:QUANT | packcache:MODEL | big |
-       cli:MODEL | bench:MODEL | info:MODEL | tok:MODEL | llama2c
+       cli:MODEL | bench:MODEL | info:MODEL | tok:MODEL | llama2c | gguf:MODEL | ggufbad
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from e2e_common import (
     run,
     tool,
 )
+from e2e_gguf import case_gguf, case_gguf_bad
 from e2e_quality import case_imatrix, case_quality
 from e2e_tools import case_bench, case_cli, case_info, case_perplexity, case_profile, case_tok
 
@@ -498,6 +499,8 @@ def main() -> None:
         "profile": case_profile,
         "armguard": case_arm_guard,
         "svevl": case_sve_vl,
+        "gguf": case_gguf,
+        "ggufbad": case_gguf_bad,
     }[kind](a, *rest)
 
 

@@ -141,7 +141,8 @@ def corrupt_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
     return {
         "empty": (b"", "empty"),
         "short-header": (good[:10], "truncated"),
-        "wrong-magic": (b"GGUF" + good[4:], "magic"),
+        "wrong-magic": (b"NOTKRAFL" + good[8:], "magic"),
+        "gguf-magic": (b"GGUF" + good[4:], "GGUF version"),
         "newer-version": (good[:8] + struct.pack("<I", 99) + good[12:], "version"),
         "unknown-flags": (good[:12] + struct.pack("<I", 4) + good[16:], "flags"),
         "truncated-json": (good[: 24 + json_size // 2], "truncated"),

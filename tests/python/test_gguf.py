@@ -152,19 +152,26 @@ class ToGgufTest(unittest.TestCase):
         self.assertEqual(types[1:3], [gguf.TOKEN_CONTROL] * 2)
         self.assertEqual(types[3 + 0x41], gguf.TOKEN_BYTE)  # <0x41>
         self.assertEqual(types[vocab["▁the"]], gguf.TOKEN_NORMAL)
-        normal = [s for s, t in zip(scores, types) if t == gguf.TOKEN_NORMAL]
-        self.assertTrue(all(a > b for a, b in zip(normal, normal[1:])))  # merge priority
+        # scores rank pieces as tokenizer.json's merges do (Llama 2's whitespace runs last)
+        merges = [m.split(" ") for m in tj["model"]["merges"]]
+        rank = [scores[vocab[a + b]] for a, b in merges[:200] + merges[-200:]]
+        self.assertEqual(rank, sorted(rank, reverse=True))
+        self.assertLess(scores[vocab["▁▁"]], scores[vocab["▁the"]])
         self.assertEqual(
             (kv["tokenizer.ggml.bos_token_id"], kv["tokenizer.ggml.eos_token_id"]), (1, 2)
         )
         self.assertIs(kv["tokenizer.ggml.add_bos_token"], True)
 
     def test_refusals(self):
-        bad = dict(self.m.config, rope_freqs=[1.0] + [0.5] * 31)
-        with self.assertRaisesRegex(to_gguf.ToGgufError, "rope scaling"):
+        bad = dict(self.m.config, rope_freqs=[1.0, 0.5] + [0.4] * 30)
+        lin = dict(self.m.config, rope_freqs=list(np.array(self.m.config["rope_freqs"]) / 4))
+        base, factor = to_gguf.rope_base(lin)
+        self.assertAlmostEqual(base, 10000.0, delta=1e-6)
+        self.assertAlmostEqual(factor, 4.0, delta=1e-12)
+        with self.assertRaisesRegex(to_gguf.ToGgufError, "other than linear"):
             to_gguf.rope_base(bad)
         with self.assertRaisesRegex(to_gguf.ToGgufError, "arch 'gemma2'"):
-            to_gguf.llama_keys(dict(self.m.config, arch="gemma2"), "x", "f32")
+            to_gguf.arch_keys(dict(self.m.config, arch="gemma2"), "x", "f32")
         code, err = run_main(to_gguf.main, [self.gguf_path, "-o", os.path.join(self.tmp.name, "x")])
         self.assertEqual(code, 2)
         self.assertIn("to_gguf.py: error:", err)

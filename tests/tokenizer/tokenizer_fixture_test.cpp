@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "krafla/error.h"
+#include "krafla/model.h"
 #include "krafla/tokenizer.h"
 
 namespace {
@@ -50,25 +51,14 @@ std::string fixture_tokenizer_json(const fs::path& dir, const nlohmann::json& fi
   return j.dump();
 }
 
-class FixtureTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(FixtureTest, MatchesReference) {
-  const std::string name = GetParam();
+// Every case of a fixture against `tok`; `name` labels the failures.
+void check_fixture(const std::string& name, const nlohmann::json& fixture,
+                   const krafla::Tokenizer& tok, double load_ms) {
   fs::path here = fs::path(KRAFLA_SOURCE_DIR) / "tests" / "tokenizer";
-  auto fixture = nlohmann::json::parse(read_file(here / "fixtures" / (name + ".json")));
-  fs::path dir = tokenizer_dir(fixture["tokenizer"].get<std::string>());
-  if (!fs::exists(dir / "tokenizer.json"))
-    GTEST_SKIP() << dir << "/tokenizer.json is missing: run scripts/fetch_tokenizers.sh";
   auto texts = nlohmann::json::parse(read_file(here / "texts.json"));
   ASSERT_EQ(fixture["count"].get<size_t>(), texts.size())
       << "texts.json changed since the fixtures were made: run node gen_fixtures.mjs";
-
-  auto t0 = std::chrono::steady_clock::now();
-  auto config = nlohmann::json::parse(read_file(dir / "tokenizer_config.json"));
-  if (fixture.contains("config_overrides")) config.update(fixture["config_overrides"]);
-  auto tok = krafla::Tokenizer::from_json(fixture_tokenizer_json(dir, fixture), config.dump());
   auto t1 = std::chrono::steady_clock::now();
-
   size_t passed = 0, shown = 0, n_nps = 0;
   const auto& cases = fixture["cases"];
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -117,12 +107,56 @@ TEST_P(FixtureTest, MatchesReference) {
   auto t2 = std::chrono::steady_clock::now();
   auto ms = [](auto d) { return std::chrono::duration<double, std::milli>(d).count(); };
   std::printf("[ %-16s ] %zu/%zu texts match; load %.0f ms, encode+decode all %.1f ms\n",
-              name.c_str(), passed, cases.size(), ms(t1 - t0), ms(t2 - t1));
+              name.c_str(), passed, cases.size(), load_ms, ms(t2 - t1));
   EXPECT_EQ(passed, cases.size());
   // texts.json holds special-token texts of every family, so each fixture has some whose ids
   // change when they are not parsed; none would mean the fixtures lost the case.
   EXPECT_GT(n_nps, 0u) << "no text whose plain_nps ids differ from plain";
 }
+
+nlohmann::json load_fixture(const std::string& name) {
+  fs::path here = fs::path(KRAFLA_SOURCE_DIR) / "tests" / "tokenizer";
+  return nlohmann::json::parse(read_file(here / "fixtures" / (name + ".json")));
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+class FixtureTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FixtureTest, MatchesReference) {
+  const std::string name = GetParam();
+  auto fixture = load_fixture(name);
+  fs::path dir = tokenizer_dir(fixture["tokenizer"].get<std::string>());
+  if (!fs::exists(dir / "tokenizer.json"))
+    GTEST_SKIP() << dir << "/tokenizer.json is missing: run scripts/fetch_tokenizers.sh";
+  auto t0 = std::chrono::steady_clock::now();
+  auto config = nlohmann::json::parse(read_file(dir / "tokenizer_config.json"));
+  if (fixture.contains("config_overrides")) config.update(fixture["config_overrides"]);
+  auto tok = krafla::Tokenizer::from_json(fixture_tokenizer_json(dir, fixture), config.dump());
+  check_fixture(name, fixture, tok, ms_since(t0));
+}
+
+// The same fixtures read from vocabulary-only GGUF files of the real tokenizers (written by
+// tools/to_gguf.py into the build folder by the ctest fixture tokenizer.gguf_vocabs): the
+// tokenizer.ggml.* keys must give the ids and text of the tokenizer.json they came from.
+class GgufFixtureTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufFixtureTest, MatchesReference) {
+  const std::string name = GetParam();
+  auto fixture = load_fixture(name);
+  fs::path file = fs::path(KRAFLA_BINARY_DIR) / "gguf-vocab" / (name + ".gguf");
+  if (!fs::exists(file))
+    GTEST_SKIP() << file << " is missing: ctest -R tokenizer.gguf_vocabs writes it";
+  auto t0 = std::chrono::steady_clock::now();
+  auto tok = krafla::load_tokenizer(file.string());
+  check_fixture(name + ".gguf", fixture, tok, ms_since(t0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, GgufFixtureTest,
+                         ::testing::Values("llama2", "llama3", "llama3_1", "qwen3", "qwen3_5",
+                                           "gemma3"));
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, FixtureTest,
                          ::testing::Values("llama2", "llama3", "llama3_1", "qwen3", "qwen3_5",

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "io/mlb_file.h"
+#include "io/model_file.h"
 #include "krafla/error.h"
 
 namespace krafla {
@@ -46,7 +46,7 @@ class PackCacheDir : public ::testing::Test {
 
   // Writes a one-matrix cache to `path`; what PackCache::write throws passes through.
   void write_cache(const std::string& path) {
-    MlbFile model(model_path_);
+    ModelFile model(model_path_);
     const std::vector<uint8_t> bytes = packed();
     const std::vector<PackEntry> entries = {{"w", 0, 2, 32, bytes.size()}};
     PackCache::write(path, model, entries, {bytes.data()});
@@ -96,7 +96,7 @@ TEST_F(PackCacheDir, LastLevelIsCreatedAndTheCacheMaps) {
   write_cache(path);
   ASSERT_TRUE(fs::is_directory(dir));
   write_cache(path);  // an existing directory is fine
-  MlbFile model(model_path_);
+  ModelFile model(model_path_);
   const std::vector<uint8_t> bytes = packed();
   std::string why;
   const auto cache = PackCache::open(path, model, {{"w", 0, 2, 32, bytes.size()}}, &why);

@@ -1,10 +1,17 @@
-// Opens, validates and maps a .mlb model file or .mlt tokenizer file (docs/format.md).
+// Opens, validates and maps a model file: a .mlb model or .mlt tokenizer file (docs/format.md),
+// or a GGUF file, which is translated on open into the same metadata and tensor views
+// (io/gguf_import.h, docs/gguf.md).
 #pragma once
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "io/mapped_file.h"
+#include "runtime/aligned.h"
 
 namespace krafla {
 
@@ -16,9 +23,9 @@ struct TensorView {
   std::string name;
   DType dtype;
   std::vector<int64_t> shape;  // [rows, cols] for matrices, [n] for vectors
-  const uint8_t* data;         // inside the mapping, 64-byte aligned
-  uint64_t offset;             // of data, from the file's data_offset (docs/format.md)
-  uint64_t size;               // bytes
+  const uint8_t* data;  // inside the mapping (64-byte aligned in a .mlb, 32 in a GGUF) or owned
+  uint64_t offset;      // of data, from the file's data_offset (docs/format.md)
+  uint64_t size;        // bytes
   int64_t rows() const { return shape.size() == 2 ? shape[0] : 1; }
   int64_t cols() const { return shape.back(); }
 };
@@ -26,14 +33,17 @@ struct TensorView {
 constexpr uint32_t kMlbVersion = 1;
 constexpr char kMlbMagic[8] = {'K', 'R', 'A', 'F', 'L', 'A', 'M', 'B'};
 
-class MlbFile {
+class GgufFile;
+
+class ModelFile {
  public:
   // Maps `path` and validates the header, the metadata JSON and every tensor entry against
-  // the file size. Throws krafla::Error naming the file and what is wrong.
-  explicit MlbFile(const std::string& path);
-  ~MlbFile();
-  MlbFile(const MlbFile&) = delete;
-  MlbFile& operator=(const MlbFile&) = delete;
+  // the file size (a GGUF file: its header, key/values and tensor infos, then the translation
+  // of gguf_import.h). Throws krafla::Error naming the file and what is wrong.
+  explicit ModelFile(const std::string& path);
+  ~ModelFile();
+  ModelFile(const ModelFile&) = delete;
+  ModelFile& operator=(const ModelFile&) = delete;
 
   const std::string& path() const { return path_; }
   const nlohmann::json& meta() const { return meta_; }
@@ -47,11 +57,14 @@ class MlbFile {
   uint64_t file_size() const { return size_; }
   uint32_t version() const { return version_; }
   uint64_t data_offset() const { return data_offset_; }
+  bool is_gguf() const { return gguf_ != nullptr; }
 
  private:
   void parse();
   std::string path_;
-  int fd_ = -1;
+  std::unique_ptr<MappedFile> map_;
+  std::unique_ptr<GgufFile> gguf_;   // a GGUF source (then map_ is empty)
+  std::deque<AlignedBuffer> owned_;  // bytes of the views a GGUF import made
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   uint32_t version_ = 0;

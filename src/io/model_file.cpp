@@ -1,15 +1,13 @@
-#include "io/mlb_file.h"
+#include "io/model_file.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
+#include <fstream>
 
+#include "io/gguf_file.h"
+#include "io/gguf_import.h"
 #include "krafla/error.h"
 
 namespace krafla {
@@ -47,40 +45,36 @@ uint32_t read_u32(const uint8_t* p) {
 
 const char* dtype_name(DType t) { return info(t).name; }
 
-MlbFile::MlbFile(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw Error(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd_);
-    throw Error(fmt::format("{}: not a regular file", path));
+namespace {
+bool has_gguf_magic(const std::string& path) {
+  char magic[4] = {};
+  std::ifstream f(path, std::ios::binary);
+  return f.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+}
+}  // namespace
+
+ModelFile::ModelFile(const std::string& path) : path_(path) {
+  if (has_gguf_magic(path)) {
+    gguf_ = std::make_unique<GgufFile>(path);
+    GgufImport m = import_gguf(*gguf_);
+    size_ = gguf_->file_size();
+    version_ = gguf_->version();
+    data_offset_ = gguf_->data_offset();
+    meta_ = std::move(m.meta);
+    kind_ = meta_["kind"].get<std::string>();
+    tensors_ = std::move(m.tensors);
+    owned_ = std::move(m.owned);
+    return;
   }
-  size_ = static_cast<uint64_t>(st.st_size);
-  if (size_ == 0) {
-    ::close(fd_);
-    throw Error(fmt::format("{}: file is empty (expected a Krafla .mlb/.mlt file)", path));
-  }
-  void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd_, 0);
-  if (p == MAP_FAILED) {
-    ::close(fd_);
-    throw Error(fmt::format("{}: mmap failed: {}", path, std::strerror(errno)));
-  }
-  base_ = static_cast<const uint8_t*>(p);
-  try {
-    parse();
-  } catch (...) {
-    ::munmap(const_cast<uint8_t*>(base_), size_);
-    ::close(fd_);
-    throw;
-  }
+  map_ = std::make_unique<MappedFile>(path, "a Krafla .mlb/.mlt file or a GGUF file");
+  base_ = map_->data();
+  size_ = map_->size();
+  parse();
 }
 
-MlbFile::~MlbFile() {
-  if (base_) ::munmap(const_cast<uint8_t*>(base_), size_);
-  if (fd_ >= 0) ::close(fd_);
-}
+ModelFile::~ModelFile() = default;
 
-void MlbFile::parse() {
+void ModelFile::parse() {
   const auto fail = [&](const std::string& msg) { throw Error(fmt::format("{}: {}", path_, msg)); };
   if (size_ < 24) {
     if (size_ >= 8 && std::memcmp(base_, kMlbMagic, 8) != 0)
@@ -88,8 +82,6 @@ void MlbFile::parse() {
     fail(fmt::format("truncated header: {} bytes, the header needs 24", size_));
   }
   if (std::memcmp(base_, kMlbMagic, 8) != 0) {
-    if (std::memcmp(base_, "GGUF", 4) == 0)
-      fail("this is a GGUF file; Krafla reads .mlb files (convert with tools/convert.py)");
     fail("wrong magic: not a Krafla .mlb/.mlt file");
   }
   const uint32_t version = read_u32(base_ + 8);
@@ -175,13 +167,13 @@ void MlbFile::parse() {
   }
 }
 
-const TensorView* MlbFile::find(std::string_view name) const {
+const TensorView* ModelFile::find(std::string_view name) const {
   for (const auto& t : tensors_)
     if (t.name == name) return &t;
   return nullptr;
 }
 
-const TensorView& MlbFile::get(std::string_view name, std::vector<int64_t> shape) const {
+const TensorView& ModelFile::get(std::string_view name, std::vector<int64_t> shape) const {
   const TensorView* t = find(name);
   if (!t) throw Error(fmt::format("{}: tensor '{}' is missing", path_, name));
   if (t->shape != shape)
@@ -190,7 +182,7 @@ const TensorView& MlbFile::get(std::string_view name, std::vector<int64_t> shape
   return *t;
 }
 
-std::string_view MlbFile::bytes(std::string_view name) const {
+std::string_view ModelFile::bytes(std::string_view name) const {
   const TensorView* t = find(name);
   if (!t) throw Error(fmt::format("{}: entry '{}' is missing", path_, name));
   if (t->dtype != DType::Bytes)

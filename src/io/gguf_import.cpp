@@ -1,0 +1,280 @@
+#include "io/gguf_import.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "kernels/kernels.h"
+#include "krafla/error.h"
+
+namespace krafla {
+namespace {
+
+using nlohmann::json;
+
+// llama.cpp's architecture names and what they become here. llama.cpp rotates llama's q/k in
+// interleaved pairs (LLAMA_ROPE_TYPE_NORM), so its converter permutes those rows; the NEOX
+// families keep Hugging Face's order.
+struct Arch {
+  const char* gguf;
+  const char* arch;
+  bool interleaved_qk;
+};
+constexpr Arch kArchs[] = {
+    {"llama", "llama", true},
+    {"qwen2", "qwen2", false},
+    {"qwen3", "qwen3", false},
+};
+
+const char* kSupportedTypes = "F32, F16, BF16, Q8_0, Q4_0";
+
+[[noreturn]] void fail(const GgufFile& g, const std::string& msg) {
+  throw Error(fmt::format("{}: {}", g.path(), msg));
+}
+
+const Arch& arch_of(const GgufFile& g) {
+  const std::string name = g.str("general.architecture");
+  for (const auto& a : kArchs)
+    if (name == a.gguf) return a;
+  std::vector<std::string> names;
+  for (const auto& a : kArchs) names.push_back(a.gguf);
+  fail(g, fmt::format("GGUF architecture '{}' is not supported (this build reads: {})", name,
+                      fmt::join(names, ", ")));
+}
+
+const GgufTensor* find_tensor(const GgufFile& g, std::string_view name) {
+  for (const auto& t : g.tensors())
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+// Inverse RoPE frequencies as tools/hf_config.py computes them (double, then float), with
+// llama.cpp's scalings: linear divides by the factor; llama3-style files carry per-frequency
+// divisors in the tensor rope_freqs.weight.
+std::vector<double> rope_freqs(const GgufFile& g, const std::string& p, int rope_dim) {
+  const double base = g.number(p + "rope.freq_base", 10000.0);
+  std::vector<double> inv(size_t(rope_dim / 2));
+  for (size_t i = 0; i < inv.size(); ++i)
+    inv[i] = 1.0 / std::pow(base, double(2 * i) / double(rope_dim));
+  const std::string kind = g.str(p + "rope.scaling.type", "none");
+  if (kind == "linear") {
+    const double factor = g.number(p + "rope.scaling.factor");
+    if (!(factor > 0)) fail(g, fmt::format("{}rope.scaling.factor {} is not positive", p, factor));
+    for (double& f : inv) f /= factor;
+  } else if (kind != "none") {
+    fail(g, fmt::format("{}rope.scaling.type '{}' is not supported (none, linear)", p, kind));
+  }
+  if (const GgufTensor* t = find_tensor(g, "rope_freqs.weight")) {
+    if (t->type != 0 || t->shape != std::vector<int64_t>{int64_t(inv.size())})
+      fail(g, fmt::format("tensor 'rope_freqs.weight' must be F32 [{}]", inv.size()));
+    const float* d = reinterpret_cast<const float*>(t->data);
+    for (size_t i = 0; i < inv.size(); ++i) {
+      if (!(d[i] > 0)) fail(g, fmt::format("tensor 'rope_freqs.weight'[{}] is not positive", i));
+      inv[i] /= d[i];
+    }
+  }
+  return inv;
+}
+
+std::vector<int> eos_ids(const GgufFile& g) {
+  std::vector<int> ids;
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id",
+                          "tokenizer.ggml.eom_token_id"}) {
+    const int64_t id = g.integer(key, -1);
+    if (id >= 0 && std::find(ids.begin(), ids.end(), int(id)) == ids.end()) ids.push_back(int(id));
+  }
+  return ids;
+}
+
+json config_from(const GgufFile& g, const Arch& a) {
+  const std::string p = std::string(a.gguf) + ".";
+  const GgufTensor* embd = find_tensor(g, "token_embd.weight");
+  if (!embd || embd->shape.size() != 2) fail(g, "tensor 'token_embd.weight' is missing or not 2-D");
+  const int64_t dim = g.integer(p + "embedding_length");
+  const int64_t n_heads = g.integer(p + "attention.head_count");
+  if (n_heads <= 0) fail(g, fmt::format("{}attention.head_count {} is not positive", p, n_heads));
+  const int64_t head_dim = g.integer(p + "attention.key_length", dim / n_heads);
+  if (g.integer(p + "attention.value_length", head_dim) != head_dim)
+    fail(g, fmt::format("{}attention.value_length differs from key_length ({})", p, head_dim));
+  const int64_t rope_dim = g.integer(p + "rope.dimension_count", head_dim);
+  if (rope_dim < 2 || rope_dim > head_dim || rope_dim % 2)
+    fail(g,
+         fmt::format("{}rope.dimension_count {} must be even and in 2..{}", p, rope_dim, head_dim));
+  json c;
+  c["arch"] = a.arch;
+  c["n_vocab"] = embd->shape[0];
+  c["dim"] = dim;
+  c["n_layers"] = g.integer(p + "block_count");
+  c["n_heads"] = n_heads;
+  c["n_kv_heads"] = g.integer(p + "attention.head_count_kv", n_heads);
+  c["head_dim"] = head_dim;
+  c["ffn_dim"] = g.integer(p + "feed_forward_length");
+  c["norm_eps"] = g.number(p + "attention.layer_norm_rms_epsilon");
+  c["rope_freqs"] = rope_freqs(g, p, int(rope_dim));
+  if (rope_dim != head_dim) c["rope_dim"] = rope_dim;
+  c["max_ctx"] = g.integer(p + "context_length");
+  if (const int64_t w = g.integer(p + "attention.sliding_window", 0)) c["sliding_window"] = w;
+  c["tie_embeddings"] = find_tensor(g, "output.weight") == nullptr;
+  c["bos_id"] = g.integer("tokenizer.ggml.bos_token_id", -1);
+  c["eos_ids"] = eos_ids(g);
+  c["chat_template"] = "";
+  if (std::string(a.arch) == "qwen2") c["qkv_bias"] = true;
+  if (std::string(a.arch) == "qwen3") c["qk_norm"] = true;
+  return c;
+}
+
+// The .mlb name of a GGUF tensor name ("" for one the config consumed).
+std::string mlb_name(const GgufFile& g, const std::string& name) {
+  if (name == "rope_freqs.weight") return "";
+  if (name == "token_embd.weight") return "tok_embd";
+  constexpr std::string_view kWeight = ".weight", kBias = ".bias";
+  if (name.ends_with(kWeight)) return name.substr(0, name.size() - kWeight.size());
+  if (name.ends_with(kBias)) return name.substr(0, name.size() - kBias.size()) + "_bias";
+  fail(g, fmt::format("tensor '{}' is neither a .weight nor a .bias", name));
+}
+
+// Widens a BF16 or F16 tensor to F32 (both exactly).
+void widen(const GgufTensor& t, uint8_t* out) {
+  const int64_t n = int64_t(t.size / 2);
+  const uint16_t* s = reinterpret_cast<const uint16_t*>(t.data);
+  float* d = reinterpret_cast<float*>(out);
+  if (t.type == 1) {
+    kernels::f16_to_f32(s, d, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = uint32_t(s[i]) << 16;
+    std::memcpy(d + i, &u, 4);
+  }
+}
+
+// Rows of each head from llama.cpp's interleaved pairs (2i, 2i+1) back to rotate_half's
+// (i, i + head_dim/2): the inverse of its converter's permute().
+void deinterleave(const GgufTensor& t, int64_t n_heads, uint8_t* out, const GgufFile& g) {
+  const int64_t rows = t.shape[0];
+  if (n_heads <= 0 || rows % n_heads || (rows / n_heads) % 2)
+    fail(g, fmt::format("tensor '{}': {} rows do not split into {} heads of even size", t.name,
+                        rows, n_heads));
+  const int64_t hd = rows / n_heads;
+  const uint64_t row_bytes = t.size / uint64_t(rows);
+  for (int64_t h = 0; h < n_heads; ++h)
+    for (int64_t i = 0; i < hd / 2; ++i)
+      for (int s = 0; s < 2; ++s)
+        std::memcpy(out + uint64_t(h * hd + s * hd / 2 + i) * row_bytes,
+                    t.data + uint64_t(h * hd + 2 * i + s) * row_bytes, row_bytes);
+}
+
+DType dtype_of(const GgufFile& g, const GgufTensor& t) {
+  switch (t.type) {
+    case 0:
+      return DType::F32;
+    case 1:
+      return DType::F16;
+    case 2:
+      return DType::Q4_0;
+    case 8:
+      return DType::Q8_0;
+    case 30:
+      return DType::BF16;
+    default: {
+      const GgmlTypeInfo* ti = ggml_type_info(t.type);
+      fail(g, fmt::format("tensor '{}' has type {}, which this build does not run (it runs {})",
+                          t.name, ti ? ti->name : "?", kSupportedTypes));
+    }
+  }
+}
+
+void add_bytes(GgufImport& m, const std::string& name, const std::string& text) {
+  AlignedBuffer& b = m.owned.emplace_back(text.size());
+  std::memcpy(b.data(), text.data(), text.size());
+  m.tensors.push_back({name, DType::Bytes, {int64_t(text.size())}, b.data(), 0, text.size()});
+}
+
+// A vocabulary-only file (no tensors, as llama.cpp's ggml-vocab-*.gguf): a tokenizer file.
+GgufImport import_vocab(const GgufFile& g) {
+  GgufImport m;
+  const TokenizerFiles tok = gguf_tokenizer_files(g);
+  add_bytes(m, "tokenizer.json", tok.json);
+  add_bytes(m, "tokenizer_config.json", tok.config);
+  return m;
+}
+
+json table_of(const std::vector<TensorView>& views) {
+  json tensors = json::array();
+  for (const auto& t : views)
+    tensors.push_back({{"name", t.name},
+                       {"dtype", dtype_name(t.dtype)},
+                       {"shape", t.shape},
+                       {"offset", t.offset},
+                       {"size", t.size}});
+  return tensors;
+}
+
+json source_of(const GgufFile& g) {
+  return {{"format", "gguf"},
+          {"gguf_version", g.version()},
+          {"architecture", g.str("general.architecture", "")},
+          {"name", g.str("general.name", "")},
+          {"file_type", g.integer("general.file_type", -1)}};
+}
+
+}  // namespace
+
+GgufImport import_gguf(const GgufFile& g) {
+  if (g.tensors().empty()) {
+    GgufImport m = import_vocab(g);
+    m.meta = {{"format", "krafla-mlb"},
+              {"kind", "tokenizer"},
+              {"tokenizer", {{"json", "tokenizer.json"}, {"config", "tokenizer_config.json"}}},
+              {"tensors", table_of(m.tensors)},
+              {"source", source_of(g)}};
+    return m;
+  }
+  const Arch& a = arch_of(g);
+  GgufImport m;
+  json config = config_from(g, a);
+  const int64_t n_heads = config["n_heads"], n_kv_heads = config["n_kv_heads"];
+  for (const GgufTensor& t : g.tensors()) {
+    const std::string name = mlb_name(g, t.name);
+    if (name.empty()) continue;
+    if (t.shape.size() > 2)
+      fail(g,
+           fmt::format("tensor '{}' has {} dimensions (1 or 2 expected)", t.name, t.shape.size()));
+    TensorView v{name, dtype_of(g, t), t.shape, t.data, t.offset, t.size};
+    const std::string leaf = name.substr(name.rfind('.') + 1);
+    const bool vector = t.shape.size() == 1;
+    if ((vector && v.dtype != DType::F32) || v.dtype == DType::BF16) {
+      if (v.dtype != DType::F16 && v.dtype != DType::BF16)
+        fail(g, fmt::format("tensor '{}': a {} vector (norms and biases must be F32, F16 or "
+                            "BF16)",
+                            t.name, dtype_name(v.dtype)));
+      AlignedBuffer& b = m.owned.emplace_back(t.size * 2);
+      widen(t, b.data());
+      v.dtype = DType::F32;
+      v.data = b.data();
+      v.size = t.size * 2;
+    } else if (a.interleaved_qk && (leaf == "attn_q" || leaf == "attn_k")) {
+      AlignedBuffer& b = m.owned.emplace_back(t.size);
+      deinterleave(t, leaf == "attn_q" ? n_heads : n_kv_heads, b.data(), g);
+      v.data = b.data();
+    }
+    m.tensors.push_back(std::move(v));
+  }
+  const TokenizerFiles tok = gguf_tokenizer_files(g);
+  add_bytes(m, "tokenizer.json", tok.json);
+  add_bytes(m, "tokenizer_config.json", tok.config);
+
+  m.meta = {{"format", "krafla-mlb"},
+            {"kind", "model"},
+            {"config", config},
+            {"tokenizer", {{"json", "tokenizer.json"}, {"config", "tokenizer_config.json"}}},
+            {"tensors", table_of(m.tensors)},
+            {"source", source_of(g)}};
+  return m;
+}
+
+}  // namespace krafla

@@ -1,0 +1,155 @@
+"""The GGUF cases of e2e.py: a GGUF written from an e2e model's .mlb (tools/to_gguf.py, with
+llama.cpp's names, q/k row order and tokenizer keys) runs with logits bit-identical to the .mlb
+for every quant type and tokenizes as it; corrupt GGUF files get one line and exit 2.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import numpy as np
+
+from e2e_common import QUANTS, mlb, ml_run, must, prompt_ids, run, tool
+
+# Texts with spaces, newlines, digits, code, accents, emoji and special-token text.
+TEXTS = [
+    "Hello world",
+    "   x  y\n\n  z",
+    "def foo(x):\n    return x * 2\n",
+    "café naïve 1234567 😀 ∑",
+    "<|im_start|>user\nhi<|im_end|>",
+    "<s>[INST] hi [/INST]",
+]
+
+
+def gguf_of(a, model: str, quant: str, src: str | None = None) -> str:
+    out = os.path.join(a.work, f"{model}-{quant}.gguf")
+    must(tool("to_gguf.py") + [src or mlb(a.work, model, quant), "-o", out])
+    return out
+
+
+def windowless(a, model: str) -> dict[str, str]:
+    """quant -> .mlb of the model's checkpoint without its sliding windows (GGUF's qwen2 has
+    none: llama.cpp runs Qwen2 with full attention), else the model's own .mlb files."""
+    d = os.path.join(a.work, model)
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    if not cfg.get("use_sliding_window"):
+        return {q: mlb(a.work, model, q) for q in QUANTS}
+    nd = os.path.join(a.work, f"{model}-nowindow")
+    os.makedirs(nd, exist_ok=True)
+    for f in os.listdir(d):
+        if f != "config.json" and not os.path.exists(os.path.join(nd, f)):
+            os.symlink(os.path.join(d, f), os.path.join(nd, f))
+    json.dump(dict(cfg, use_sliding_window=False), open(os.path.join(nd, "config.json"), "w"))
+    out = {}
+    for q in QUANTS:
+        out[q] = os.path.join(a.work, f"{model}-nowindow-{q}.mlb")
+        must(tool("convert.py") + [nd, "-o", out[q], "--quant", q])
+    return out
+
+
+def case_gguf(a, model: str) -> None:
+    ids = prompt_ids(a.work, model)
+    mlbs = windowless(a, model)
+    for q in QUANTS:
+        g = gguf_of(a, model, q, mlbs[q])
+        got, want = (os.path.join(a.work, f"{model}-{q}-{k}.npy") for k in ("gguf", "mlb"))
+        ml_run(a, g, ids, got, ["-t", "2"])
+        ml_run(a, mlbs[q], ids, want, ["-t", "2"])
+        x, y = np.load(got), np.load(want)
+        if x.shape != y.shape or not np.array_equal(x.view(np.uint32), y.view(np.uint32)):
+            raise SystemExit(f"FAILED: {model}-{q}: GGUF logits differ from the .mlb's")
+        print(f"ok: {model}-{q}: GGUF logits bit-identical to the .mlb's {x.shape}")
+    tok = os.path.join(a.bin, "ml_tok")
+    for text in TEXTS:
+        for extra in ([], ["--no-special"]):
+            g_ids = must([tok, g, "encode", *extra, text]).stdout
+            m_ids = must([tok, mlbs["q4_0"], "encode", *extra, text]).stdout
+            assert g_ids == m_ids, (text, extra, g_ids, m_ids)
+    info = json.loads(must([tok, "info", g, "--json"]).stdout)
+    assert info["kind"] == "model" and info["config"]["n_layers"] > 0, info
+    print(f"ok: {model}: ml_tok encode and info on the GGUF")
+
+
+def _tensor_info_at(data: bytes, name: str) -> int:
+    """Offset of the u32 n_dims after a tensor's name in the tensor infos."""
+    key = struct.pack("<Q", len(name)) + name.encode()
+    return data.index(key) + len(key)
+
+
+def gguf_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
+    """name -> (file bytes, a word the one-line error must contain)."""
+
+    def put(at: int, fmt: str, *v) -> bytes:
+        b = bytearray(good)
+        struct.pack_into(fmt, b, at, *v)
+        return bytes(b)
+
+    def rename(old: str, new: str) -> bytes:  # same length
+        assert len(old) == len(new)
+        return good.replace(old.encode(), new.encode(), 1)
+
+    first_key = 24  # u64 length of the first key
+    w = _tensor_info_at(good, "blk.0.ffn_down.weight")
+    n_dims = struct.unpack_from("<I", good, w)[0]
+    t_type = w + 4 + 8 * n_dims
+    return {
+        "truncated-data": (good[: len(good) - 100], "not within"),
+        "truncated-header": (good[:40], "does not fit"),
+        "old-version": (put(4, "<I", 1), "version 1"),
+        "huge-tensor-count": (put(8, "<Q", 1 << 60), "tensor count"),
+        "huge-kv-count": (put(16, "<Q", 1 << 60), "metadata count"),
+        "huge-key-length": (put(first_key, "<Q", 1 << 50), "key #0 length"),
+        "bad-n-dims": (put(w, "<I", 9), "n_dims"),
+        "zero-dim": (put(w + 4, "<Q", 0), "bad dimension"),
+        "unknown-type": (put(t_type, "<I", 99), "unknown ggml type 99"),
+        "unsupported-type": (put(t_type, "<I", 3), "Q4_1"),
+        "misaligned-offset": (put(t_type + 4, "<Q", 8), "alignment"),
+        "offset-past-end": (put(t_type + 4, "<Q", 1 << 40), "not within"),
+        "unknown-arch": (_arch(good), "llamx"),
+        "missing-key": (rename("llama.block_count", "llama.block_coun_"), "block_count"),
+        "bad-value-type": (_value_type(good, "llama.block_count", 77), "unknown value type"),
+    }
+
+
+def _arch(good: bytes) -> bytes:
+    """general.architecture 'llama' -> 'llamx'."""
+    key = b"general.architecture"
+    i = good.index(key) + len(key) + 4 + 8  # type, string length
+    assert good[i : i + 5] == b"llama"
+    return good[:i] + b"llamx" + good[i + 5 :]
+
+
+def _value_type(good: bytes, key: str, t: int) -> bytes:
+    i = good.index(key.encode()) + len(key)
+    b = bytearray(good)
+    struct.pack_into("<I", b, i, t)
+    return bytes(b)
+
+
+def case_gguf_bad(a) -> None:
+    good = open(gguf_of(a, "llama", "q8_0"), "rb").read()
+    bad = os.path.join(a.work, "bad-gguf")
+    os.makedirs(bad, exist_ok=True)
+    failures = []
+    for name, (data, word) in gguf_variants(good).items():
+        path = os.path.join(bad, name + ".gguf")
+        open(path, "wb").write(data)
+        for exe, args in (
+            ("ml_run", ["-m", path, "-p", "hi", "-n", "1"]),
+            ("ml_tok", [path, "encode", "hi"]),
+        ):
+            r = run([os.path.join(a.bin, exe)] + args)
+            lines = r.stderr.strip().splitlines()
+            ok = (
+                r.returncode == 2
+                and len(lines) == 1
+                and lines[0].startswith(f"{exe}: error: {path}:")
+                and word.lower() in lines[0].lower()
+            )
+            print(f"{'ok' if ok else 'FAIL'}: {name} via {exe}: rc={r.returncode} {lines!r}")
+            if not ok:
+                failures.append(f"{name}/{exe}")
+    if failures:
+        raise SystemExit("FAILED: " + ", ".join(failures))
