@@ -122,7 +122,7 @@ def guess_chat_template(tok_json: dict[str, Any], tok_cfg: dict[str, Any]) -> st
     if "<|user|>" in tmpl:
         return "zephyr"
     if "<start_of_turn>" in tmpl:
-        return ""  # gemma family: no renderer yet
+        return "gemma"
     if "[INST]" in tmpl or (len(ids) == 32000 and "<s>" in ids and "</s>" in ids and "▁" in ids):
         return "llama2"  # the Llama 2 / Mistral 7B SentencePiece vocabulary
     return ""

@@ -210,6 +210,19 @@ def vocab_keys(tj: dict, tc: dict) -> dict:
     return llama_vocab(tj, tc) if model.get("byte_fallback") else bpe_vocab(tj, tc)
 
 
+def pad_vocab(kv: dict, n_vocab: int) -> None:
+    """Tokens up to the embedding's rows, as llama.cpp's converter pads them (Qwen's embedding
+    is larger than its vocabulary; llama.cpp wants one token per row): unused "[PADi]"."""
+    tokens = kv["tokenizer.ggml.tokens"].value
+    n = len(tokens)
+    if n >= n_vocab:
+        return
+    tokens += [f"[PAD{i}]" for i in range(n, n_vocab)]
+    kv["tokenizer.ggml.token_type"].value += [gguf.TOKEN_UNUSED] * (n_vocab - n)
+    if "tokenizer.ggml.scores" in kv:
+        kv["tokenizer.ggml.scores"].value += [0.0] * (n_vocab - n)
+
+
 # .mlb arch -> llama.cpp's architecture name
 GGUF_ARCHS = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
 
@@ -279,6 +292,7 @@ def convert(src: str, out: str) -> None:
     name = os.path.splitext(os.path.basename(src))[0]
     kv = arch_keys(c, name, main_dtype(r))
     kv.update(vocab_keys(tj, tc))
+    pad_vocab(kv, c["n_vocab"])
     tensors = []
     for t in r.meta["tensors"]:
         if t["dtype"] == "bytes":

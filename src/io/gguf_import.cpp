@@ -7,7 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <thread>
+#include <unordered_set>
 
+#include "chat/guess.h"
+#include "io/gguf_dequant.h"
 #include "kernels/kernels.h"
 #include "krafla/error.h"
 
@@ -30,7 +34,8 @@ constexpr Arch kArchs[] = {
     {"qwen3", "qwen3", false},
 };
 
-const char* kSupportedTypes = "F32, F16, BF16, Q8_0, Q4_0";
+const char* kSupportedTypes =
+    "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K as Q8_0";
 
 [[noreturn]] void fail(const GgufFile& g, const std::string& msg) {
   throw Error(fmt::format("{}: {}", g.path(), msg));
@@ -90,6 +95,19 @@ std::vector<int> eos_ids(const GgufFile& g) {
   return ids;
 }
 
+// The renderer for tokenizer.chat_template (--chat auto), as the converter names it for a .mlb.
+std::string chat_template_name(const GgufFile& g) {
+  const GgufValue* tokens = g.find("tokenizer.ggml.tokens");
+  std::unordered_set<std::string_view> vocab;
+  if (tokens && tokens->type == GgufType::Array)
+    vocab.insert(tokens->strings.begin(), tokens->strings.end());
+  const GgufValue* t = g.find("tokenizer.chat_template");
+  const std::string tmpl = t && t->type == GgufType::String ? t->s : "";
+  return guess_chat_template(
+      tmpl, [&](std::string_view s) { return vocab.count(s) > 0; },
+      tokens ? tokens->strings.size() : 0);
+}
+
 json config_from(const GgufFile& g, const Arch& a) {
   const std::string p = std::string(a.gguf) + ".";
   const GgufTensor* embd = find_tensor(g, "token_embd.weight");
@@ -121,7 +139,7 @@ json config_from(const GgufFile& g, const Arch& a) {
   c["tie_embeddings"] = find_tensor(g, "output.weight") == nullptr;
   c["bos_id"] = g.integer("tokenizer.ggml.bos_token_id", -1);
   c["eos_ids"] = eos_ids(g);
-  c["chat_template"] = "";
+  c["chat_template"] = chat_template_name(g);
   if (std::string(a.arch) == "qwen2") c["qkv_bias"] = true;
   if (std::string(a.arch) == "qwen3") c["qk_norm"] = true;
   return c;
@@ -168,7 +186,27 @@ void deinterleave(const GgufTensor& t, int64_t n_heads, uint8_t* out, const Gguf
                     t.data + uint64_t(h * hd + 2 * i + s) * row_bytes, row_bytes);
 }
 
+// A matrix of a type without kernels, decoded and requantized to Q8_0 rows (threads split
+// the rows; each row's result does not depend on the split).
+void requantize_q8_0(const GgufTensor& t, uint8_t* out) {
+  const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, cols = t.shape.back();
+  const uint64_t in_row = t.size / uint64_t(rows), out_row = uint64_t(cols) / 32 * 34;
+  const int n = std::max(1, std::min<int>(int(std::thread::hardware_concurrency()), 16));
+  std::vector<std::thread> workers;
+  for (int w = 0; w < n; ++w)
+    workers.emplace_back([&, w] {
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = rows * w / n; r < rows * (w + 1) / n; ++r) {
+        gguf_dequantize_row(t.type, t.data + uint64_t(r) * in_row, row.data(), cols);
+        kernels::quantize_row_q8_0(row.data(),
+                                   reinterpret_cast<kernels::BlockQ8_0*>(out + r * out_row), cols);
+      }
+    });
+  for (auto& th : workers) th.join();
+}
+
 DType dtype_of(const GgufFile& g, const GgufTensor& t) {
+  if (gguf_can_dequantize(t.type)) return DType::Q8_0;
   switch (t.type) {
     case 0:
       return DType::F32;
@@ -247,6 +285,15 @@ GgufImport import_gguf(const GgufFile& g) {
     TensorView v{name, dtype_of(g, t), t.shape, t.data, t.offset, t.size};
     const std::string leaf = name.substr(name.rfind('.') + 1);
     const bool vector = t.shape.size() == 1;
+    GgufTensor src = t;  // what the q/k un-permutation reads
+    if (gguf_can_dequantize(t.type)) {
+      if (vector) fail(g, fmt::format("tensor '{}': a quantized vector", t.name));
+      v.size = uint64_t(t.shape[0]) * uint64_t(t.shape[1]) / 32 * 34;
+      AlignedBuffer& b = m.owned.emplace_back(v.size);
+      requantize_q8_0(t, b.data());
+      v.data = src.data = b.data();
+      src.size = v.size;
+    }
     if ((vector && v.dtype != DType::F32) || v.dtype == DType::BF16) {
       if (v.dtype != DType::F16 && v.dtype != DType::BF16)
         fail(g, fmt::format("tensor '{}': a {} vector (norms and biases must be F32, F16 or "
@@ -258,8 +305,8 @@ GgufImport import_gguf(const GgufFile& g) {
       v.data = b.data();
       v.size = t.size * 2;
     } else if (a.interleaved_qk && (leaf == "attn_q" || leaf == "attn_k")) {
-      AlignedBuffer& b = m.owned.emplace_back(t.size);
-      deinterleave(t, leaf == "attn_q" ? n_heads : n_kv_heads, b.data(), g);
+      AlignedBuffer& b = m.owned.emplace_back(src.size);
+      deinterleave(src, leaf == "attn_q" ? n_heads : n_kv_heads, b.data(), g);
       v.data = b.data();
     }
     m.tensors.push_back(std::move(v));

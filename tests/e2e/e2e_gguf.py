@@ -69,6 +69,12 @@ def case_gguf(a, model: str) -> None:
             assert g_ids == m_ids, (text, extra, g_ids, m_ids)
     info = json.loads(must([tok, "info", g, "--json"]).stdout)
     assert info["kind"] == "model" and info["config"]["n_layers"] > 0, info
+    # --chat auto: the template the GGUF's text is recognised as, the one convert.py chose
+    m_info = json.loads(must([tok, "info", mlbs["q4_0"], "--json"]).stdout)
+    assert info["config"]["chat_template"] == m_info["config"]["chat_template"], (
+        info["config"]["chat_template"],
+        m_info["config"]["chat_template"],
+    )
     print(f"ok: {model}: ml_tok encode and info on the GGUF")
 
 
@@ -104,7 +110,7 @@ def gguf_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
         "bad-n-dims": (put(w, "<I", 9), "n_dims"),
         "zero-dim": (put(w + 4, "<Q", 0), "bad dimension"),
         "unknown-type": (put(t_type, "<I", 99), "unknown ggml type 99"),
-        "unsupported-type": (put(t_type, "<I", 3), "Q4_1"),
+        "unsupported-type": (put(t_type, "<I", 20), "IQ4_NL"),
         "misaligned-offset": (put(t_type + 4, "<Q", 8), "alignment"),
         "offset-past-end": (put(t_type + 4, "<Q", 1 << 40), "not within"),
         "unknown-arch": (_arch(good), "llamx"),

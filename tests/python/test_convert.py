@@ -406,7 +406,7 @@ class TokenizerHelpersTest(unittest.TestCase):
                 {"model": {"vocab": {"<s>": 0, "</s>": 1, "▁": 2}}},
                 {"chat_template": "<start_of_turn>user"},
             ),
-            "",
+            "gemma",
         )
         self.assertEqual(
             ctok.guess_chat_template({"model": {"vocab": {"a": 0}}}, {"chat_template": "[INST]"}),

@@ -1,0 +1,137 @@
+#include "io/gguf_dequant.h"
+
+#include <cstring>
+
+#include "kernels/kernels.h"
+#include "krafla/error.h"
+
+namespace krafla {
+namespace {
+
+enum : uint32_t { kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14 };
+
+float half(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  float f;
+  kernels::f16_to_f32(&h, &f, 1);
+  return f;
+}
+
+// 32-value blocks: [d f16][m f16 (Q4_1, Q5_1)][qh u32 (Q5_*)][16 bytes]; byte j holds value j in
+// its low nibble and value j + 16 in its high one; Q5 adds bit j (value j) and bit j + 16
+// (value j + 16) of qh as the fifth bit. Value = d·q + m, or d·(q − 8) / d·(q − 16) without m.
+void small_block(uint32_t type, const uint8_t* b, float* y) {
+  const bool has_min = type == kQ4_1 || type == kQ5_1, five = type != kQ4_1;
+  const float d = half(b), m = has_min ? half(b + 2) : 0.0f;
+  const uint8_t* p = b + (has_min ? 4 : 2);
+  uint32_t qh = 0;
+  if (five) {
+    std::memcpy(&qh, p, 4);
+    p += 4;
+  }
+  const int offset = has_min ? 0 : five ? 16 : 8;
+  for (int j = 0; j < 16; ++j) {
+    int lo = p[j] & 15, hi = p[j] >> 4;
+    if (five) {
+      lo |= int((qh >> j) & 1) << 4;
+      hi |= int((qh >> (j + 16)) & 1) << 4;
+    }
+    y[j] = d * float(lo - offset) + m;
+    y[j + 16] = d * float(hi - offset) + m;
+  }
+}
+
+// Q4_K/Q5_K: 8 sub-blocks of 32 with a 6-bit scale and a 6-bit min each, packed in 12 bytes:
+// sub-block j < 4 in the low 6 bits of bytes j (scale) and j + 4 (min); j >= 4 in the nibbles
+// of byte j + 4 (scale low, min high) with their top 2 bits in bits 6-7 of bytes j - 4 (scale)
+// and j (min).
+void scale_min(int j, const uint8_t* s, int& sc, int& mn) {
+  if (j < 4) {
+    sc = s[j] & 63;
+    mn = s[j + 4] & 63;
+  } else {
+    sc = (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// [d f16][dmin f16][scales 12][Q5_K: qh 32][qs 128]. Sub-blocks 2i and 2i + 1 share qs bytes
+// 32i..32i+31 (low and high nibbles); Q5_K's fifth bits: sub-block k uses bit k of qh[l].
+// Value = d·sc·q − dmin·m.
+void k4_block(bool five, const uint8_t* b, float* y) {
+  const float d = half(b), dmin = half(b + 2);
+  const uint8_t* scales = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* qs = b + (five ? 48 : 16);
+  for (int k = 0; k < 8; ++k) {
+    int sc, mn;
+    scale_min(k, scales, sc, mn);
+    const float a = d * float(sc), c = dmin * float(mn);
+    const uint8_t* q = qs + 32 * (k / 2);
+    for (int l = 0; l < 32; ++l) {
+      int v = (k % 2) ? q[l] >> 4 : q[l] & 15;
+      if (five) v |= ((qh[l] >> k) & 1) << 4;
+      y[32 * k + l] = a * float(v) - c;
+    }
+  }
+}
+
+// Q6_K: [ql 128][qh 64][scales 16 × int8][d f16]; two halves of 128 values; in half h, value
+// 32g + l (g = 0..3, l = 0..31) takes its low 4 bits from ql[64h + l + 32·(g % 2)] (low
+// nibble for g < 2, high for g >= 2) and its top 2 bits from qh[32h + l] bits 2g..2g+1; the
+// scale of each 16 values is scales[8h + 2g + l / 16]. Value = d·scale·(q − 32).
+void k6_block(const uint8_t* b, float* y) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+  const float d = half(b + 208);
+  for (int h = 0; h < 2; ++h)
+    for (int g = 0; g < 4; ++g)
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t lo = ql[64 * h + l + 32 * (g % 2)];
+        const int q = ((g < 2 ? lo & 15 : lo >> 4) | (((qh[32 * h + l] >> (2 * g)) & 3) << 4)) - 32;
+        y[128 * h + 32 * g + l] = d * float(sc[8 * h + 2 * g + l / 16]) * float(q);
+      }
+}
+
+}  // namespace
+
+bool gguf_can_dequantize(uint32_t type) {
+  switch (type) {
+    case kQ4_1:
+    case kQ5_0:
+    case kQ5_1:
+    case kQ4_K:
+    case kQ5_K:
+    case kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void gguf_dequantize_row(uint32_t type, const uint8_t* src, float* dst, int64_t n) {
+  switch (type) {
+    case kQ4_1:
+    case kQ5_0:
+    case kQ5_1: {
+      const int bytes = type == kQ4_1 ? 20 : type == kQ5_0 ? 22 : 24;
+      for (int64_t i = 0; i < n / 32; ++i) small_block(type, src + i * bytes, dst + i * 32);
+      return;
+    }
+    case kQ4_K:
+    case kQ5_K: {
+      const int bytes = type == kQ4_K ? 144 : 176;
+      for (int64_t i = 0; i < n / 256; ++i) k4_block(type == kQ5_K, src + i * bytes, dst + i * 256);
+      return;
+    }
+    case kQ6_K:
+      for (int64_t i = 0; i < n / 256; ++i) k6_block(src + i * 210, dst + i * 256);
+      return;
+    default:
+      throw Error("internal: gguf_dequantize_row of an unknown type");
+  }
+}
+
+}  // namespace krafla
