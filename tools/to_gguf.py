@@ -13,7 +13,9 @@ GGUF made from a Q8_0 .mlb holds the same blocks. What changes (after llama.cpp'
 - the tokenizer becomes tokenizer.ggml.* (SentencePiece-style `llama` vocabularies: tokens,
   scores in the order of tokenizer.json's merges, token types).
 
-Supported so far: llama (Llama 2/3, SmolLM2, Mistral without a window), qwen2 and qwen3, with
+Supported so far: llama (Llama 2/3, SmolLM2, Mistral without a window), qwen2, qwen3, smollm3,
+gemma2 and gemma3 (what llama.cpp's keys can express: its Gemma query-scale rule and sliding
+period, SmolLM3's NoPE layer every fourth), with
 SentencePiece (`llama`) or byte-level (`gpt2`: llama-bpe, qwen2, qwen35, smollm, gpt-2
 pre-tokenizers) vocabularies. Others are refused by name.
 """
@@ -46,6 +48,12 @@ def tensor_name(name: str) -> str:
         return "token_embd.weight"
     if name.endswith("_bias"):
         return name[: -len("_bias")] + ".bias"
+    for ours, theirs in (
+        ("attn_post_norm", "post_attention_norm"),
+        ("ffn_post_norm", "post_ffw_norm"),
+    ):
+        if name.endswith("." + ours):
+            return name[: -len(ours)] + theirs + ".weight"
     return name + ".weight"
 
 
@@ -215,7 +223,10 @@ def pad_vocab(kv: dict, n_vocab: int) -> None:
     is larger than its vocabulary; llama.cpp wants one token per row): unused "[PADi]"."""
     tokens = kv["tokenizer.ggml.tokens"].value
     n = len(tokens)
-    if n >= n_vocab:
+    if n > n_vocab:  # Gemma 3's <image_soft_token> has no embedding row
+        for k in ("tokens", "token_type", "scores"):
+            if f"tokenizer.ggml.{k}" in kv:
+                del kv[f"tokenizer.ggml.{k}"].value[n_vocab:]
         return
     tokens += [f"[PAD{i}]" for i in range(n, n_vocab)]
     kv["tokenizer.ggml.token_type"].value += [gguf.TOKEN_UNUSED] * (n_vocab - n)
@@ -224,16 +235,67 @@ def pad_vocab(kv: dict, n_vocab: int) -> None:
 
 
 # .mlb arch -> llama.cpp's architecture name
-GGUF_ARCHS = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}
+GGUF_ARCHS = {
+    "llama": "llama",
+    "mistral": "llama",
+    "qwen2": "qwen2",
+    "qwen3": "qwen3",
+    "smollm3": "smollm3",
+    "gemma2": "gemma2",
+    "gemma3": "gemma3",
+}
+
+
+def _check(ok: bool, what: str) -> None:
+    if not ok:
+        raise ToGgufError(f"{what}: llama.cpp's GGUF has no way to say it")
+
+
+def gemma_keys(c: dict, a: str) -> dict:
+    """Gemma 2/3: what llama.cpp reads, after refusing what it cannot express (its query scale
+    rule, its sliding period, Gemma 3's local RoPE from one base)."""
+    g2 = a == "gemma2"
+    n, dim, heads, hd = c["n_layers"], c["dim"], c["n_heads"], c["head_dim"]
+    _check(c.get("activation") == "gelu_tanh" and c.get("post_norms"), "a Gemma without GELU/norms")
+    _check(abs(c["embd_scale"] - float(np.float32(np.sqrt(dim)))) < 1e-6, "embd_scale")
+    want = (dim / heads if n == (46 if g2 else 62) else hd) ** -0.5
+    _check(abs(c.get("attn_scale", hd**-0.5) - want) < 1e-7, f"attn_scale {c.get('attn_scale')}")
+    kv = {f"{a}.final_logit_softcapping": float(c.get("final_softcap", 0.0))}
+    if g2:
+        kv[f"{a}.attn_logit_softcapping"] = float(c.get("attn_softcap", 0.0))
+    windows = c.get("layer_window") or [c.get("sliding_window", 0)] * n
+    w = max(windows)
+    if w:
+        sliding = [x > 0 for x in windows]
+        _check(all(x in (0, w) for x in windows), "different sliding windows per layer")
+        period = next(
+            (p for p in range(1, n + 2) if sliding == [i % p < p - 1 for i in range(n)]), 0
+        )
+        _check(period > 0, f"sliding layers {sliding}")
+        kv[f"{a}.attention.sliding_window"] = w
+        kv[f"{a}.attention.sliding_window_pattern"] = period
+        if not g2:
+            _check(c.get("layer_rope_local") == sliding, "local RoPE on other layers than sliding")
+            local = np.asarray(c["rope_freqs_local"], dtype=np.float64)
+            base = float((local[1] / local[0]) ** (-len(local)))
+            plain = base ** (-np.arange(len(local), dtype=np.float64) / len(local))
+            _check(abs(local[0] - 1) < 1e-9 and np.allclose(local, plain, rtol=1e-5), "local RoPE")
+            kv[f"{a}.rope.freq_base_swa"] = base
+    else:
+        _check(g2 is False, "a Gemma 2 without sliding windows")
+    return kv
 
 
 def arch_keys(c: dict, name: str, dtype: str) -> dict:
     if c["arch"] not in GGUF_ARCHS:
         raise ToGgufError(f"arch '{c['arch']}' is not supported yet ({', '.join(GGUF_ARCHS)})")
-    window = c.get("sliding_window", 0) or max(c.get("layer_window") or [0])
-    if window:
-        raise ToGgufError("sliding windows are not supported yet")
     a = GGUF_ARCHS[c["arch"]]
+    window = c.get("sliding_window", 0) or max(c.get("layer_window") or [0])
+    if window and not a.startswith("gemma"):
+        raise ToGgufError("sliding windows are not supported yet")
+    if a == "smollm3":
+        rope = c.get("layer_rope") or [True] * c["n_layers"]
+        _check(rope == [(i + 1) % 4 != 0 for i in range(c["n_layers"])], f"NoPE layers {rope}")
     base, factor = rope_base(c)
     kv = {
         "general.architecture": a,
@@ -255,6 +317,8 @@ def arch_keys(c: dict, name: str, dtype: str) -> dict:
     if factor != 1.0:
         kv[f"{a}.rope.scaling.type"] = "linear"
         kv[f"{a}.rope.scaling.factor"] = factor
+    if a.startswith("gemma"):
+        kv.update(gemma_keys(c, a))
     return kv
 
 
@@ -299,7 +363,7 @@ def convert(src: str, out: str) -> None:
             continue
         raw, shape = r.raw(t["name"]), tuple(t["shape"])
         leaf = t["name"].rsplit(".", 1)[-1]
-        if leaf in ("attn_q", "attn_k") and kv["general.architecture"] == "llama":
+        if leaf in ("attn_q", "attn_k") and kv["general.architecture"] in ("llama", "smollm3"):
             heads = c["n_heads"] if leaf == "attn_q" else c["n_kv_heads"]
             raw = interleave_rows(raw, shape[0], heads)
         tensors.append(gguf.Tensor(tensor_name(t["name"]), t["dtype"], shape, raw))

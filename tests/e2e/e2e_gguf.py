@@ -29,29 +29,44 @@ def gguf_of(a, model: str, quant: str, src: str | None = None) -> str:
     return out
 
 
-def windowless(a, model: str) -> dict[str, str]:
-    """quant -> .mlb of the model's checkpoint without its sliding windows (GGUF's qwen2 has
-    none: llama.cpp runs Qwen2 with full attention), else the model's own .mlb files."""
+def expressible(cfg: dict) -> dict:
+    """The config with what llama.cpp's GGUF keys cannot say changed to what they can: Qwen2
+    without its sliding windows, SmolLM3's NoPE layer every fourth, Gemma's query scale
+    1/sqrt(head_dim) (the e2e models test other values through the .mlb)."""
+    out = dict(cfg)
+    mt = cfg.get("model_type")
+    if mt == "qwen2":
+        out["use_sliding_window"] = False
+    elif mt == "smollm3":
+        out["no_rope_layers"] = [int((i + 1) % 4 != 0) for i in range(cfg["num_hidden_layers"])]
+    elif mt in ("gemma2", "gemma3", "gemma3_text"):
+        out["query_pre_attn_scalar"] = cfg["head_dim"]
+    return out
+
+
+def gguf_sources(a, model: str) -> dict[str, str]:
+    """quant -> the .mlb the GGUF is written from: the model's own, or for a model with what
+    GGUF cannot express (expressible()) one converted from a changed copy of its checkpoint."""
     d = os.path.join(a.work, model)
     cfg = json.load(open(os.path.join(d, "config.json")))
-    if not cfg.get("use_sliding_window"):
+    if expressible(cfg) == cfg:
         return {q: mlb(a.work, model, q) for q in QUANTS}
-    nd = os.path.join(a.work, f"{model}-nowindow")
+    nd = os.path.join(a.work, f"{model}-gguf-src")
     os.makedirs(nd, exist_ok=True)
     for f in os.listdir(d):
         if f != "config.json" and not os.path.exists(os.path.join(nd, f)):
             os.symlink(os.path.join(d, f), os.path.join(nd, f))
-    json.dump(dict(cfg, use_sliding_window=False), open(os.path.join(nd, "config.json"), "w"))
+    json.dump(expressible(cfg), open(os.path.join(nd, "config.json"), "w"))
     out = {}
     for q in QUANTS:
-        out[q] = os.path.join(a.work, f"{model}-nowindow-{q}.mlb")
+        out[q] = os.path.join(a.work, f"{model}-gguf-src-{q}.mlb")
         must(tool("convert.py") + [nd, "-o", out[q], "--quant", q])
     return out
 
 
 def case_gguf(a, model: str) -> None:
     ids = prompt_ids(a.work, model)
-    mlbs = windowless(a, model)
+    mlbs = gguf_sources(a, model)
     for q in QUANTS:
         g = gguf_of(a, model, q, mlbs[q])
         got, want = (os.path.join(a.work, f"{model}-{q}-{k}.npy") for k in ("gguf", "mlb"))
