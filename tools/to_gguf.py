@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import convert_tokenizer as ctok  # noqa: E402
 import gguf  # noqa: E402
 import mlb  # noqa: E402
+import quant  # noqa: E402
 
 PROG = "to_gguf.py"
 BYTE_PIECE = re.compile(r"^<0x[0-9A-F]{2}>$")
@@ -73,8 +74,12 @@ def rope_base(c: dict) -> tuple[float, float]:
     dim = int(c.get("rope_dim", c["head_dim"]))
     if len(freqs) != dim // 2 or dim < 4:
         raise ToGgufError(f"rope_freqs has {len(freqs)} entries, rope_dim {dim} needs {dim // 2}")
-    base = float((freqs[1] / freqs[0]) ** (-dim / 2))
     factor = float(1 / freqs[0])
+    # from the last frequency (base^-(d-2)/d): the exponent that undoes it is near 1, so the
+    # float rounding of the stored frequencies hardly moves the base; bases are integers
+    base = float((freqs[-1] * factor) ** (-dim / (dim - 2)))
+    if abs(base - round(base)) < 1e-6 * base:
+        base = float(round(base))
     plain = base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
     if not np.allclose(freqs, plain / factor, rtol=1e-5):
         raise ToGgufError("rope scaling other than linear is not supported yet")
@@ -243,6 +248,7 @@ GGUF_ARCHS = {
     "smollm3": "smollm3",
     "gemma2": "gemma2",
     "gemma3": "gemma3",
+    "qwen3_5": "qwen35",
 }
 
 
@@ -319,6 +325,31 @@ def arch_keys(c: dict, name: str, dtype: str) -> dict:
         kv[f"{a}.rope.scaling.factor"] = factor
     if a.startswith("gemma"):
         kv.update(gemma_keys(c, a))
+    if a == "qwen35":
+        kv.update(qwen35_keys(c, a))
+    return kv
+
+
+def qwen35_keys(c: dict, a: str) -> dict:
+    """Qwen3.5's DeltaNet shape (llama.cpp has one head size for keys and values) and which
+    layers are DeltaNet layers; the MRoPE sections of a text-only model (all positions equal)."""
+    _check(c["lin_k_dim"] == c["lin_v_dim"], "different DeltaNet key and value head sizes")
+    n, linear = c["n_layers"], c.get("layer_linear") or [False] * c["n_layers"]
+    kv = {
+        f"{a}.ssm.conv_kernel": c["lin_conv"],
+        f"{a}.ssm.state_size": c["lin_k_dim"],
+        f"{a}.ssm.group_count": c["lin_k_heads"],
+        f"{a}.ssm.time_step_rank": c["lin_v_heads"],
+        f"{a}.ssm.inner_size": c["lin_v_dim"] * c["lin_v_heads"],
+    }
+    every = next((e for e in range(1, n + 1) if linear == [(i + 1) % e != 0 for i in range(n)]), 0)
+    if every:
+        kv[f"{a}.full_attention_interval"] = every
+    else:
+        kv[f"{a}.attention.recurrent_layers"] = gguf.Value(gguf.ARRAY, linear, gguf.BOOL)
+    half = int(c.get("rope_dim", c["head_dim"])) // 2
+    sections = [half - 2 * (half // 3), half // 3, half // 3, 0]
+    kv[f"{a}.rope.dimension_sections"] = gguf.Value(gguf.ARRAY, sections, gguf.I32)
     return kv
 
 
@@ -358,6 +389,7 @@ def convert(src: str, out: str) -> None:
     kv.update(vocab_keys(tj, tc))
     pad_vocab(kv, c["n_vocab"])
     tensors = []
+    qwen35 = kv["general.architecture"] == "qwen35"
     for t in r.meta["tensors"]:
         if t["dtype"] == "bytes":
             continue
@@ -366,8 +398,65 @@ def convert(src: str, out: str) -> None:
         if leaf in ("attn_q", "attn_k") and kv["general.architecture"] in ("llama", "smollm3"):
             heads = c["n_heads"] if leaf == "attn_q" else c["n_kv_heads"]
             raw = interleave_rows(raw, shape[0], heads)
+        if qwen35:
+            got = qwen35_tensor(r, c, t["name"], t["dtype"], shape, raw)
+            if got:
+                tensors.append(got)
+            continue
         tensors.append(gguf.Tensor(tensor_name(t["name"]), t["dtype"], shape, raw))
     gguf.write(out, kv, tensors)
+
+
+def tile_heads(a: np.ndarray, first: int, unit: int, nk: int, r: int) -> np.ndarray:
+    """llama.cpp's tiled value-head order along axis 0 of a (from byte-or-element `first`,
+    heads of `unit`): head g·r + v moves to v·nk + g (conversion/qwen.py _reorder_v_heads)."""
+    heads = a[first : first + nk * r * unit].reshape(nk, r, unit, *a.shape[1:])
+    tiled = heads.swapaxes(0, 1).reshape(nk * r * unit, *a.shape[1:])
+    return np.concatenate([a[:first], tiled, a[first + nk * r * unit :]])
+
+
+QWEN35_NAMES = {
+    "ffn_norm": "post_attention_norm.weight",
+    "ssm_qkv": "attn_qkv.weight",
+    "ssm_z": "attn_gate.weight",
+    "ssm_conv": "ssm_conv1d.weight",
+    "ssm_dt_bias": "ssm_dt.bias",
+    "ssm_a": "ssm_a",
+}
+
+
+def qwen35_tensor(
+    r: mlb.MlbReader, c: dict, name: str, dtype: str, shape: tuple, raw: bytes
+) -> gguf.Tensor | None:
+    """A Qwen3.5 tensor as llama.cpp's converter writes it: the gate rows back inside attn_q
+    (per head, query rows then gate rows; attn_gate itself is then skipped), the DeltaNet value
+    heads tiled, its own names."""
+    prefix, leaf = name.rsplit(".", 1) if "." in name else ("", name)
+    prefix = prefix + "." if prefix else ""
+    if leaf == "attn_gate":  # attention layers only (DeltaNet gates are ssm_z)
+        return None  # merged into attn_q
+    if leaf == "attn_q":
+        hd, heads = c["head_dim"], c["n_heads"]
+        q = np.frombuffer(raw, np.uint8).reshape(heads, hd, -1)
+        gate = np.frombuffer(r.raw(prefix + "attn_gate"), np.uint8).reshape(heads, hd, -1)
+        merged = np.concatenate([q, gate], axis=1).tobytes()
+        return gguf.Tensor(prefix + "attn_q.weight", dtype, (2 * shape[0], shape[1]), merged)
+    nk, nv = c["lin_k_heads"], c["lin_v_heads"]
+    vd, kd = c["lin_v_dim"], c["lin_k_dim"]
+    a = np.frombuffer(raw, np.uint8).reshape(shape[0], -1) if len(shape) == 2 else None
+    if nk and nv != nk and leaf in ("ssm_qkv", "ssm_conv", "ssm_z", "ssm_beta", "ssm_alpha"):
+        first = 2 * nk * kd if leaf in ("ssm_qkv", "ssm_conv") else 0
+        unit = vd if leaf in ("ssm_qkv", "ssm_conv", "ssm_z") else 1
+        raw = tile_heads(a, first, unit, nk, nv // nk).tobytes()
+    elif nk and nv != nk and leaf in ("ssm_dt_bias", "ssm_a"):
+        raw = tile_heads(np.frombuffer(raw, "<f4"), 0, 1, nk, nv // nk).tobytes()
+    elif nk and nv != nk and leaf == "ssm_out":
+        block, nbytes = (32, quant.BLOCK_BYTES[dtype]) if dtype in quant.BLOCK_BYTES else (1, 0)
+        unit = vd // block * (nbytes or {"f32": 4, "f16": 2}[dtype])
+        cols = a.reshape(shape[0], nv, unit)  # per row: value heads of `unit` bytes
+        raw = tile_heads(cols.swapaxes(0, 1), 0, 1, nk, nv // nk).swapaxes(0, 1).tobytes()
+    out = prefix + QWEN35_NAMES[leaf] if leaf in QWEN35_NAMES else tensor_name(name)
+    return gguf.Tensor(out, dtype, shape, raw)
 
 
 def main(argv: list[str] | None = None) -> None:

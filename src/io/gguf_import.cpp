@@ -29,8 +29,9 @@ struct Arch {
   bool interleaved_qk;
 };
 constexpr Arch kArchs[] = {
-    {"llama", "llama", true},      {"qwen2", "qwen2", false},   {"qwen3", "qwen3", false},
+    {"llama", "llama", true},     {"qwen2", "qwen2", false},   {"qwen3", "qwen3", false},
     {"smollm3", "smollm3", true}, {"gemma2", "gemma2", false}, {"gemma3", "gemma3", false},
+    {"qwen35", "qwen3_5", false},
 };
 
 const char* kSupportedTypes =
@@ -143,6 +144,37 @@ void gemma_config(const GgufFile& g, const std::string& p, json& c) {
   }
 }
 
+// Qwen3.5: gated attention (the gate inside attn_q) with q/k norms, and Gated DeltaNet layers
+// on all but every full_attention_interval-th layer (or the attention.recurrent_layers list);
+// the multi-token-prediction blocks (nextn_predict_layers, after the others) are not run.
+// llama.cpp's DeltaNet has one head size for keys and values (ssm.state_size).
+void qwen35_config(const GgufFile& g, const std::string& p, json& c) {
+  const int64_t all = c["n_layers"], n = all - g.integer(p + "nextn_predict_layers", 0);
+  if (n <= 0) fail(g, fmt::format("{}nextn_predict_layers leaves no layers of {}", p, all));
+  c["n_layers"] = n;
+  c["attn_gate"] = true;
+  c["qk_norm"] = true;
+  const int64_t v_heads = g.integer(p + "ssm.time_step_rank");
+  c["lin_k_heads"] = g.integer(p + "ssm.group_count");
+  c["lin_v_heads"] = v_heads;
+  c["lin_k_dim"] = g.integer(p + "ssm.state_size");
+  c["lin_v_dim"] = v_heads > 0 ? g.integer(p + "ssm.inner_size") / v_heads : 0;
+  c["lin_conv"] = g.integer(p + "ssm.conv_kernel");
+  std::vector<bool> linear(static_cast<size_t>(n));
+  if (const GgufValue* r = g.find(p + "attention.recurrent_layers");
+      r && r->type == GgufType::Array) {
+    if (r->numbers.size() < size_t(n))
+      fail(g, fmt::format("{}attention.recurrent_layers has {} entries for {} layers", p,
+                          r->numbers.size(), n));
+    for (int64_t i = 0; i < n; ++i) linear[size_t(i)] = r->numbers[size_t(i)] != 0;
+  } else {
+    const int64_t every = g.integer(p + "full_attention_interval", 4);
+    if (every <= 0) fail(g, fmt::format("{}full_attention_interval {}", p, every));
+    for (int64_t i = 0; i < n; ++i) linear[size_t(i)] = (i + 1) % every != 0;
+  }
+  c["layer_linear"] = linear;
+}
+
 // The renderer for tokenizer.chat_template (--chat auto), as the converter names it for a .mlb.
 std::string chat_template_name(const GgufFile& g) {
   const GgufValue* tokens = g.find("tokenizer.ggml.tokens");
@@ -197,13 +229,22 @@ json config_from(const GgufFile& g, const Arch& a) {
     c["layer_rope"] = rope;
   }
   if (std::string(a.arch).starts_with("gemma")) gemma_config(g, p, c);
+  if (std::string(a.arch) == "qwen3_5") qwen35_config(g, p, c);
   return c;
 }
 
 // The .mlb name of a GGUF tensor name ("" for one the config consumed).
-std::string mlb_name(const GgufFile& g, const std::string& name) {
+std::string mlb_name(const GgufFile& g, const std::string& name, const Arch& a) {
   if (name == "rope_freqs.weight") return "";
   if (name == "token_embd.weight") return "tok_embd";
+  if (std::string(a.arch) == "qwen3_5") {
+    // the norm before the MLP (not a sandwich norm), the DeltaNet tensors' names
+    for (auto [theirs, ours] :
+         {std::pair{".post_attention_norm.weight", ".ffn_norm"},
+          std::pair{".attn_qkv.weight", ".ssm_qkv"}, std::pair{".attn_gate.weight", ".ssm_z"},
+          std::pair{".ssm_conv1d.weight", ".ssm_conv"}, std::pair{".ssm_a", ".ssm_a"}})
+      if (name.ends_with(theirs)) return name.substr(0, name.size() - strlen(theirs)) + ours;
+  }
   // Gemma's sandwich norms
   for (auto [theirs, ours] : {std::pair{".post_attention_norm.weight", ".attn_post_norm"},
                               std::pair{".post_ffw_norm.weight", ".ffn_post_norm"}})
@@ -243,6 +284,98 @@ void deinterleave(const GgufTensor& t, int64_t n_heads, uint8_t* out, const Gguf
       for (int s = 0; s < 2; ++s)
         std::memcpy(out + uint64_t(h * hd + s * hd / 2 + i) * row_bytes,
                     t.data + uint64_t(h * hd + 2 * i + s) * row_bytes, row_bytes);
+}
+
+// A block of a layer past n_layers (Qwen3.5's multi-token-prediction block) or a nextn tensor.
+bool beyond_layers(const std::string& name, int64_t n_layers) {
+  if (name.find("nextn") != std::string::npos) return true;
+  if (!name.starts_with("blk.")) return false;
+  return std::strtoll(name.c_str() + 4, nullptr, 10) >= n_layers;
+}
+
+// Elements per block and bytes per block of a view's type.
+std::pair<int64_t, int64_t> block_of(DType t) {
+  switch (t) {
+    case DType::Q8_0:
+      return {32, 34};
+    case DType::Q4_0:
+      return {32, 18};
+    case DType::F16:
+      return {1, 2};
+    default:
+      return {1, 4};
+  }
+}
+
+// llama.cpp stores Qwen3.5's value heads "tiled" (v·n_k + g for value head v of key head g) for
+// its broadcasts; Hugging Face and the .mlb group them (g·r + v, r = n_v / n_k). Moves the
+// chunks of `unit` bytes that make one head, the heads starting at byte `first`, `count`
+// times `stride` bytes apart (rows: count 1; columns: once per row).
+void ungroup_heads(const uint8_t* src, uint8_t* dst, uint64_t first, uint64_t unit, int64_t nk,
+                   int64_t r, int64_t count, uint64_t stride) {
+  for (int64_t c = 0; c < count; ++c)
+    for (int64_t gk = 0; gk < nk; ++gk)
+      for (int64_t v = 0; v < r; ++v)
+        std::memcpy(dst + c * stride + first + uint64_t(gk * r + v) * unit,
+                    src + c * stride + first + uint64_t(v * nk + gk) * unit, unit);
+}
+
+// Qwen3.5's tensors that differ from the .mlb's layout: attn_q holds each head's query rows and
+// then its gate rows (split into attn_q and attn_gate), and the DeltaNet value-head tensors are
+// in tiled order (ungroup_heads). Returns false for a tensor to take as it is.
+bool qwen35_tensor(const GgufFile& g, const json& c, TensorView v, GgufImport& m) {
+  const std::string leaf = v.name.substr(v.name.rfind('.') + 1);
+  const std::string prefix = v.name.substr(0, v.name.rfind('.') + 1);
+  const uint64_t row_bytes = v.size / uint64_t(v.rows());
+  if (leaf == "attn_q") {  // [n_heads · 2 · head_dim, dim]: per head, query then gate rows
+    const int64_t hd = c["head_dim"], heads = c["n_heads"];
+    if (v.rows() != 2 * hd * heads)
+      fail(g, fmt::format("tensor '{}q.weight' has {} rows, expected 2 x {} heads x {}", prefix,
+                          v.rows(), heads, hd));
+    const uint64_t half = v.size / 2, head = uint64_t(hd) * row_bytes;
+    AlignedBuffer& q = m.owned.emplace_back(half);
+    AlignedBuffer& gate = m.owned.emplace_back(half);
+    for (int64_t h = 0; h < heads; ++h) {
+      std::memcpy(q.data() + h * head, v.data + 2 * h * head, head);
+      std::memcpy(gate.data() + h * head, v.data + (2 * h + 1) * head, head);
+    }
+    const std::vector<int64_t> shape{hd * heads, v.cols()};
+    m.tensors.push_back({v.name, v.dtype, shape, q.data(), v.offset, half});
+    m.tensors.push_back({prefix + "attn_gate", v.dtype, shape, gate.data(), v.offset, half});
+    return true;
+  }
+  const int64_t nk = c["lin_k_heads"], nv = c["lin_v_heads"], vd = c["lin_v_dim"];
+  const int64_t kd = c["lin_k_dim"];
+  if (nk <= 0 || nv == nk || nv % nk) return false;  // one value head per key head: no tiling
+  const int64_t r = nv / nk;
+  uint64_t first = 0, unit = 0, stride = 0;
+  int64_t count = 1;
+  if (leaf == "ssm_qkv" || leaf == "ssm_conv") {  // rows: q, k (unchanged), then v heads
+    first = uint64_t(2 * nk * kd) * row_bytes;
+    unit = uint64_t(vd) * row_bytes;
+  } else if (leaf == "ssm_z") {
+    unit = uint64_t(vd) * row_bytes;
+  } else if (leaf == "ssm_beta" || leaf == "ssm_alpha") {
+    unit = row_bytes;
+  } else if (leaf == "ssm_dt_bias" || leaf == "ssm_a") {
+    unit = 4;                      // F32 vectors, one value per head
+  } else if (leaf == "ssm_out") {  // columns: value heads of vd elements
+    const auto [block, bytes] = block_of(v.dtype);
+    if (vd % block)
+      fail(g, fmt::format("tensor '{}': value head size {} is not a multiple of its blocks ({})",
+                          v.name, vd, block));
+    unit = uint64_t(vd / block * bytes);
+    count = v.rows();
+    stride = row_bytes;
+  } else {
+    return false;
+  }
+  AlignedBuffer& b = m.owned.emplace_back(v.size);
+  std::memcpy(b.data(), v.data, v.size);  // the parts that stay (q and k rows)
+  ungroup_heads(v.data, b.data(), first, unit, nk, r, count, stride);
+  v.data = b.data();
+  m.tensors.push_back(std::move(v));
+  return true;
 }
 
 // A matrix of a type without kernels, decoded and requantized to Q8_0 rows (threads split
@@ -336,8 +469,8 @@ GgufImport import_gguf(const GgufFile& g) {
   json config = config_from(g, a);
   const int64_t n_heads = config["n_heads"], n_kv_heads = config["n_kv_heads"];
   for (const GgufTensor& t : g.tensors()) {
-    const std::string name = mlb_name(g, t.name);
-    if (name.empty()) continue;
+    const std::string name = mlb_name(g, t.name, a);
+    if (name.empty() || beyond_layers(t.name, config["n_layers"])) continue;
     if (t.shape.size() > 2)
       fail(g,
            fmt::format("tensor '{}' has {} dimensions (1 or 2 expected)", t.name, t.shape.size()));
@@ -353,7 +486,8 @@ GgufImport import_gguf(const GgufFile& g) {
       v.data = src.data = b.data();
       src.size = v.size;
     }
-    if ((vector && v.dtype != DType::F32) || v.dtype == DType::BF16) {
+    const bool conv = leaf == "ssm_conv" && v.dtype == DType::F16;  // the loader wants F32
+    if ((vector && v.dtype != DType::F32) || v.dtype == DType::BF16 || conv) {
       if (v.dtype != DType::F16 && v.dtype != DType::BF16)
         fail(g, fmt::format("tensor '{}': a {} vector (norms and biases must be F32, F16 or "
                             "BF16)",
@@ -368,6 +502,7 @@ GgufImport import_gguf(const GgufFile& g) {
       deinterleave(src, leaf == "attn_q" ? n_heads : n_kv_heads, b.data(), g);
       v.data = b.data();
     }
+    if (std::string(a.arch) == "qwen3_5" && qwen35_tensor(g, config, v, m)) continue;
     m.tensors.push_back(std::move(v));
   }
   const TokenizerFiles tok = gguf_tokenizer_files(g);

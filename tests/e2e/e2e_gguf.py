@@ -1,6 +1,7 @@
 """The GGUF cases of e2e.py: a GGUF written from an e2e model's .mlb (tools/to_gguf.py, with
 llama.cpp's names, q/k row order and tokenizer keys) runs with logits bit-identical to the .mlb
-for every quant type and tokenizes as it; corrupt GGUF files get one line and exit 2.
+for every quant type (and through the pack cache) and tokenizes as it; corrupt GGUF files get
+one line and exit 2.
 """
 from __future__ import annotations
 
@@ -76,6 +77,16 @@ def case_gguf(a, model: str) -> None:
         if x.shape != y.shape or not np.array_equal(x.view(np.uint32), y.view(np.uint32)):
             raise SystemExit(f"FAILED: {model}-{q}: GGUF logits differ from the .mlb's")
         print(f"ok: {model}-{q}: GGUF logits bit-identical to the .mlb's {x.shape}")
+    # the pack cache serves GGUF files too: written, then mapped, the same logits
+    cache = os.path.join(a.work, f"gguf-pack-{model}")
+    for want_note in ("pack cache: wrote", "pack cache: mapped"):
+        out = os.path.join(a.work, f"{model}-q4_0-cached.npy")
+        r = must(
+            [os.path.join(a.bin, "ml_run"), "-m", g, "--tokens", ",".join(map(str, ids))]
+            + ["--logits", out, "-t", "2", "--pack-cache", cache]
+        )
+        assert want_note in r.stderr, r.stderr
+        assert np.array_equal(np.load(out).view(np.uint32), x.view(np.uint32)), want_note
     tok = os.path.join(a.bin, "ml_tok")
     for text in TEXTS:
         for extra in ([], ["--no-special"]):

@@ -170,7 +170,9 @@ class ToGgufTest(unittest.TestCase):
         self.assertAlmostEqual(factor, 4.0, delta=1e-12)
         with self.assertRaisesRegex(to_gguf.ToGgufError, "other than linear"):
             to_gguf.rope_base(bad)
-        with self.assertRaisesRegex(to_gguf.ToGgufError, "arch 'gemma2'"):
+        with self.assertRaisesRegex(to_gguf.ToGgufError, "arch 'mamba'"):
+            to_gguf.arch_keys(dict(self.m.config, arch="mamba"), "x", "f32")
+        with self.assertRaisesRegex(to_gguf.ToGgufError, "GELU"):  # a Llama called Gemma 2
             to_gguf.arch_keys(dict(self.m.config, arch="gemma2"), "x", "f32")
         code, err = run_main(to_gguf.main, [self.gguf_path, "-o", os.path.join(self.tmp.name, "x")])
         self.assertEqual(code, 2)
