@@ -139,13 +139,15 @@ RawConfig read_config(const json& c, const std::string& path) {
       throw Error(fmt::format("{}: config field '{}' is missing", path, k.name));
     }
   }
-  for (const auto& [key, value] : c.items())
+  for (const auto& item : c.items()) {
+    const std::string& key = item.key();  // (clang 14 cannot capture a structured binding)
     if (std::none_of(std::begin(kKeys), std::end(kKeys),
                      [&](const Key& k) { return key == k.name; }))
       throw Error(
           fmt::format("{}: config field '{}' is not known to this build (a newer "
                       "converter wrote it); update Krafla",
                       path, key));
+  }
   return r;
 }
 
