@@ -18,7 +18,9 @@
 namespace krafla {
 namespace {
 
-std::unique_ptr<Model> load_or_skip(const std::string& name) {
+const SessionOptions kOptions{.n_threads = 2, .n_ctx = 512};
+
+std::unique_ptr<Model> load_if_built(const std::string& name) {
   const std::string path = std::string(KRAFLA_E2E_DIR) + "/" + name;
   if (!std::filesystem::exists(path)) return nullptr;
   return Model::load(path, 2);
@@ -39,40 +41,44 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> diverging(int n_first, int
 }
 
 std::vector<float> fresh_logits(const Model& m, const std::vector<int32_t>& ids) {
-  Session s(m, {.n_threads = 2, .n_ctx = 512});
+  Session s(m, kOptions);
   s.eval(ids);
   return s.logits();
 }
 
-#define SKIP_IF_MISSING(m, name) \
+// Declares m, the model file `name`, or skips the test when the setup fixture has not made it.
+#define LOAD_OR_SKIP(m, name)   \
+  auto m = load_if_built(name); \
   if (!(m)) GTEST_SKIP() << name << " not built (run the e2e setup fixture first)"
 
+// Evaluates `first` in s, then `next` after keeping what reuse_prefix allows: checks that it
+// kept `kept` tokens and that the logits equal a fresh session's on `next`.
+void expect_reuse(Session& s, const Model& m, const std::vector<int32_t>& first,
+                  const std::vector<int32_t>& next, int kept) {
+  s.eval(first);
+  EXPECT_EQ(s.reuse_prefix(next), kept);
+  EXPECT_EQ(s.n_past(), kept);
+  s.eval(std::span<const int32_t>(next).subspan(size_t(kept)));
+  EXPECT_EQ(s.logits(), fresh_logits(m, next));
+}
+
 TEST(SessionReuse, DeltaNetContinuationReusesTheState) {
-  auto m = load_or_skip("qwen35-long-q8_0.mlb");
-  SKIP_IF_MISSING(m, "qwen35-long-q8_0.mlb");
+  LOAD_OR_SKIP(m, "qwen35-long-q8_0.mlb");
   const int V = m->config().n_vocab;
   std::vector<int32_t> first = prompt(100, 1, V), more = prompt(150, 1, V);
   more.erase(more.begin(), more.begin() + 100);
   std::vector<int32_t> all = first;
   all.insert(all.end(), more.begin(), more.end());
 
-  Session s(*m, {.n_threads = 2, .n_ctx = 512});
-  s.eval(first);
-  EXPECT_EQ(s.reuse_prefix(all), 100);
-  s.eval(std::span<const int32_t>(all).subspan(100));
-  EXPECT_EQ(s.logits(), fresh_logits(*m, all));
+  Session s(*m, kOptions);
+  expect_reuse(s, *m, first, all, 100);
 }
 
 TEST(SessionReuse, DeltaNetDivergingPromptRecomputes) {
-  auto m = load_or_skip("qwen35-long-q8_0.mlb");
-  SKIP_IF_MISSING(m, "qwen35-long-q8_0.mlb");
+  LOAD_OR_SKIP(m, "qwen35-long-q8_0.mlb");
   const auto [first, other] = diverging(100, 140, 2, m->config().n_vocab);
-  Session s(*m, {.n_threads = 2, .n_ctx = 512});
-  s.eval(first);
-  EXPECT_EQ(s.reuse_prefix(other), 0);
-  EXPECT_EQ(s.n_past(), 0);
-  s.eval(other);
-  EXPECT_EQ(s.logits(), fresh_logits(*m, other));
+  Session s(*m, kOptions);
+  expect_reuse(s, *m, first, other, 0);
   // The same prompt again has no new token to refresh the logits with: recompute too.
   EXPECT_EQ(s.reuse_prefix(other), 0);
   s.eval(other);
@@ -80,10 +86,9 @@ TEST(SessionReuse, DeltaNetDivergingPromptRecomputes) {
 }
 
 TEST(SessionReuse, DeltaNetStateCannotBeCutBack) {
-  auto m = load_or_skip("qwen35-long-q8_0.mlb");
-  SKIP_IF_MISSING(m, "qwen35-long-q8_0.mlb");
+  LOAD_OR_SKIP(m, "qwen35-long-q8_0.mlb");
   const std::vector<int32_t> ids = prompt(50, 3, m->config().n_vocab);
-  Session s(*m, {.n_threads = 2, .n_ctx = 512});
+  Session s(*m, kOptions);
   s.eval(ids);
   EXPECT_THROW(s.truncate(20), Error);
   EXPECT_EQ(s.n_past(), 50);
@@ -93,14 +98,10 @@ TEST(SessionReuse, DeltaNetStateCannotBeCutBack) {
 }
 
 TEST(SessionReuse, AttentionModelKeepsTheSharedPrefix) {
-  auto m = load_or_skip("llama-q8_0.mlb");
-  SKIP_IF_MISSING(m, "llama-q8_0.mlb");
+  LOAD_OR_SKIP(m, "llama-q8_0.mlb");
   const auto [first, other] = diverging(80, 120, 4, m->config().n_vocab);
-  Session s(*m, {.n_threads = 2, .n_ctx = 512});
-  s.eval(first);
-  EXPECT_EQ(s.reuse_prefix(other), 60);
-  s.eval(std::span<const int32_t>(other).subspan(60));
-  EXPECT_EQ(s.logits(), fresh_logits(*m, other));
+  Session s(*m, kOptions);
+  expect_reuse(s, *m, first, other, 60);
   EXPECT_EQ(s.reuse_prefix(other), 119);  // identical prompt: the last token is re-evaluated
 }
 
