@@ -61,12 +61,7 @@ class Sax final : public nlohmann::json_sax<json> {
 
   bool start_object(std::size_t) override {
     if (mode_ != Mode::kDom) return fail("an object inside model.vocab or model.merges");
-    if (at_model_field("vocab")) {
-      mode_ = Mode::kVocab;
-      out_.has_vocab = true;
-      out_.vocab.reserve(1 << 16);
-      return true;
-    }
+    if (at_model_field("vocab")) return stream(Mode::kVocab, out_.has_vocab, out_.vocab);
     return open(json::object());
   }
   bool end_object() override {
@@ -83,12 +78,7 @@ class Sax final : public nlohmann::json_sax<json> {
       return true;
     }
     if (mode_ != Mode::kDom) return fail("nested arrays in model.merges");
-    if (at_model_field("merges")) {
-      mode_ = Mode::kMerges;
-      out_.has_merges = true;
-      out_.merges.reserve(1 << 16);
-      return true;
-    }
+    if (at_model_field("merges")) return stream(Mode::kMerges, out_.has_merges, out_.merges);
     return open(json::array());
   }
   bool end_array() override {
@@ -116,6 +106,14 @@ class Sax final : public nlohmann::json_sax<json> {
   // True when the value about to open is root["model"][field].
   bool at_model_field(const char* field) const {
     return stack_.size() == 2 && keys_[0] == "model" && keys_[1] == field;
+  }
+  // Sends the field that opens now into `entries` (in `mode`) instead of the DOM.
+  template <class Entry>
+  bool stream(Mode mode, bool& has, std::vector<Entry>& entries) {
+    mode_ = mode;
+    has = true;
+    entries.reserve(1 << 16);
+    return true;
   }
   bool vocab_entry(int64_t id) {
     auto offset = static_cast<uint32_t>(out_.arena.size());
