@@ -102,6 +102,8 @@ void ModelFile::parse() {
     meta_ = nlohmann::json::parse(base_ + 24, base_ + 24 + json_size);
   } catch (const nlohmann::json::parse_error& e) {
     fail(fmt::format("corrupt metadata JSON at byte {}: {}", 24 + e.byte, e.what()));
+  } catch (const nlohmann::json::exception& e) {  // a number out of range (found by fuzzing)
+    fail(fmt::format("corrupt metadata JSON: {}", e.what()));
   }
   const uint64_t data_offset = (24 + json_size + 63) / 64 * 64;
   data_offset_ = data_offset;

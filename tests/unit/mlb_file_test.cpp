@@ -162,6 +162,9 @@ TEST_F(ModelFileTest, MetadataChecks) {
   Parts p;
   p.json_text_override = "{\"format\": ";
   EXPECT_NE(error_for(bytes_of(p)).find("corrupt metadata JSON"), std::string::npos);
+  // a number too large for a double: nlohmann throws out_of_range, not parse_error (fuzzing)
+  p.json_text_override = "1111111111E11111110";
+  EXPECT_NE(error_for(bytes_of(p)).find("corrupt metadata JSON"), std::string::npos);
   p = Parts{};
   p.json_text_override = "[1]";
   EXPECT_EQ(error_for(bytes_of(p)), "metadata is not a JSON object");
