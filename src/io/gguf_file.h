@@ -14,21 +14,21 @@
 
 namespace krafla {
 
-// GGUF metadata value types (gguf_type).
+// GGUF metadata value types (gguf_type), numbered 0 (U8) to 12 (F64) in this order.
 enum class GgufType : uint32_t {
-  U8 = 0,
-  I8 = 1,
-  U16 = 2,
-  I16 = 3,
-  U32 = 4,
-  I32 = 5,
-  F32 = 6,
-  Bool = 7,
-  String = 8,
-  Array = 9,
-  U64 = 10,
-  I64 = 11,
-  F64 = 12,
+  U8,
+  I8,
+  U16,
+  I16,
+  U32,
+  I32,
+  F32,
+  Bool,
+  String,
+  Array,
+  U64,
+  I64,
+  F64
 };
 const char* gguf_type_name(GgufType t);
 

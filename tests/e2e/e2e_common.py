@@ -165,3 +165,33 @@ def corrupt_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
         "missing-config-key": (edit(lambda m: m["config"].pop("n_heads")), "n_heads"),
         "bad-heads": (edit(lambda m: m["config"].update(n_kv_heads=3)), "n_kv_heads"),
     }
+
+
+def one_line_errors(a, variants: dict, bad_dir: str, ext: str, skip=()) -> list[str]:
+    """Writes each corrupt variant (name -> (bytes, word)) to bad_dir/NAME.ext and opens it with
+    ml_run, ml_bench and ml_tok (but ml_tok for the names in skip): each must exit 2 with one
+    stderr line "EXE: error: PATH: …" holding the word. Returns the failures."""
+    os.makedirs(bad_dir, exist_ok=True)
+    failures = []
+    for name, (data, word) in variants.items():
+        path = os.path.join(bad_dir, name + ext)
+        open(path, "wb").write(data)
+        for exe, args in (
+            ("ml_run", ["-m", path, "-p", "hi", "-n", "1"]),
+            ("ml_bench", ["-m", path]),
+            ("ml_tok", [path, "encode", "hi"]),
+        ):
+            if exe == "ml_tok" and name in skip:
+                continue
+            r = run([os.path.join(a.bin, exe)] + args)
+            lines = r.stderr.strip().splitlines()
+            ok = (
+                r.returncode == 2
+                and len(lines) == 1
+                and lines[0].startswith(f"{exe}: error: {path}:")
+                and word.lower() in lines[0].lower()
+            )
+            print(f"{'ok' if ok else 'FAIL'}: {name} via {exe}: rc={r.returncode} {lines!r}")
+            if not ok:
+                failures.append(f"{name}/{exe}")
+    return failures

@@ -11,7 +11,7 @@ import struct
 
 import numpy as np
 
-from e2e_common import QUANTS, mlb, ml_run, must, prompt_ids, run, tool
+from e2e_common import QUANTS, mlb, ml_run, must, one_line_errors, prompt_ids, tool
 
 # Texts with spaces, newlines, digits, code, accents, emoji and special-token text.
 TEXTS = [
@@ -162,26 +162,6 @@ def _value_type(good: bytes, key: str, t: int) -> bytes:
 
 def case_gguf_bad(a) -> None:
     good = open(gguf_of(a, "llama", "q8_0"), "rb").read()
-    bad = os.path.join(a.work, "bad-gguf")
-    os.makedirs(bad, exist_ok=True)
-    failures = []
-    for name, (data, word) in gguf_variants(good).items():
-        path = os.path.join(bad, name + ".gguf")
-        open(path, "wb").write(data)
-        for exe, args in (
-            ("ml_run", ["-m", path, "-p", "hi", "-n", "1"]),
-            ("ml_tok", [path, "encode", "hi"]),
-        ):
-            r = run([os.path.join(a.bin, exe)] + args)
-            lines = r.stderr.strip().splitlines()
-            ok = (
-                r.returncode == 2
-                and len(lines) == 1
-                and lines[0].startswith(f"{exe}: error: {path}:")
-                and word.lower() in lines[0].lower()
-            )
-            print(f"{'ok' if ok else 'FAIL'}: {name} via {exe}: rc={r.returncode} {lines!r}")
-            if not ok:
-                failures.append(f"{name}/{exe}")
+    failures = one_line_errors(a, gguf_variants(good), os.path.join(a.work, "bad-gguf"), ".gguf")
     if failures:
         raise SystemExit("FAILED: " + ", ".join(failures))

@@ -15,17 +15,13 @@
 #include "krafla/error.h"
 #include "krafla/model.h"
 #include "krafla/tokenizer.h"
+#include "tests/test_files.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using krafla::test::read_file;
 
 fs::path tokenizer_dir(const std::string& name) {
   return fs::path(KRAFLA_SOURCE_DIR) / ".models" / "tokenizers" / name;

@@ -10,18 +10,12 @@
 #include <unordered_set>
 
 #include "chat/guess.h"
+#include "tests/test_files.h"
 
 namespace krafla {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::string guess(const std::string& tmpl, std::unordered_set<std::string> vocab = {},
                   size_t n = 0) {
@@ -55,10 +49,11 @@ TEST(ChatGuess, RealTemplates) {
                             {"qwen3_5", "qwen3.5"}}) {
     const fs::path cfg = toks / name / "tokenizer_config.json";
     if (!fs::exists(cfg)) GTEST_SKIP() << cfg << " is missing: run scripts/fetch_tokenizers.sh";
-    const auto j = nlohmann::json::parse(read(cfg));
+    const auto j = nlohmann::json::parse(test::read_file(cfg));
     EXPECT_EQ(guess(j.value("chat_template", "")), want) << name;
   }
-  const std::string q35 = read(fs::path(KRAFLA_SOURCE_DIR) / "tests/unit/chat/qwen3_5.jinja");
+  const std::string q35 =
+      test::read_file(fs::path(KRAFLA_SOURCE_DIR) / "tests/unit/chat/qwen3_5.jinja");
   EXPECT_EQ(guess(q35), "qwen3.5");
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "krafla/error.h"
+#include "tests/test_files.h"
 
 namespace krafla {
 namespace {
@@ -49,29 +50,11 @@ std::string file_of(uint64_t n_tensors, uint64_t n_kv, const std::string& kv,
   return out + data;
 }
 
-class GgufFileTest : public ::testing::Test {
+class GgufFileTest : public test::TempFileTest {
  protected:
-  void SetUp() override {
-    path_ = (fs::path(::testing::TempDir()) /
-             ("krafla_gguf_" + std::to_string(::getpid()) + "_" +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".gguf"))
-                .string();
-  }
-  void TearDown() override { fs::remove(path_); }
-  void write(const std::string& bytes) {
-    std::ofstream(path_, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
-  }
   std::string error_for(const std::string& bytes) {
-    write(bytes);
-    try {
-      GgufFile f(path_);
-    } catch (const Error& e) {
-      const std::string m = e.what();
-      return m.substr(0, path_.size() + 2) == path_ + ": " ? m.substr(path_.size() + 2) : m;
-    }
-    return "(no error)";
+    return error_opening(bytes, [](const std::string& p) { GgufFile f(p); });
   }
-  std::string path_;
 };
 
 TEST_F(GgufFileTest, ReadsEveryTypeAndTheTensors) {

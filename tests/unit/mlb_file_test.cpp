@@ -12,6 +12,7 @@
 
 #include "io/model_file.h"
 #include "krafla/error.h"
+#include "tests/test_files.h"
 
 namespace krafla {
 namespace {
@@ -42,31 +43,11 @@ std::string bytes_of(const Parts& p) {
   return out + p.data;
 }
 
-class ModelFileTest : public ::testing::Test {
+class ModelFileTest : public test::TempFileTest {
  protected:
-  void SetUp() override {
-    path_ = (fs::path(::testing::TempDir()) /
-             ("krafla_mlb_" + std::to_string(::getpid()) + "_" +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".mlb"))
-                .string();
-  }
-  void TearDown() override { fs::remove(path_); }
-
-  void write(const std::string& bytes) {
-    std::ofstream(path_, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
-  }
   // The message ModelFile(path) throws for `bytes`, without the "path: " prefix.
   std::string error_for(const std::string& bytes) {
-    write(bytes);
-    try {
-      ModelFile f(path_);
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      EXPECT_EQ(what.rfind(path_ + ": ", 0), 0u) << what;  // names the file first
-      return what.substr(std::min(what.size(), path_.size() + 2));
-    }
-    ADD_FAILURE() << "the file was accepted";
-    return "";
+    return error_opening(bytes, [](const std::string& p) { ModelFile f(p); });
   }
   // A file with one tensor entry `t` and `data` after the header.
   std::string error_for_tensor(json t, std::string data = std::string(64, '\0')) {
@@ -75,8 +56,6 @@ class ModelFileTest : public ::testing::Test {
     p.data = std::move(data);
     return error_for(bytes_of(p));
   }
-
-  std::string path_;
 };
 
 json tensor(const char* name, const char* dtype, json shape, uint64_t offset, uint64_t size) {
