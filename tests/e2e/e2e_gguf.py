@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
+import subprocess
+import urllib.request
 
 import numpy as np
 
@@ -93,6 +96,8 @@ def case_gguf(a, model: str) -> None:
             g_ids = must([tok, g, "encode", *extra, text]).stdout
             m_ids = must([tok, mlbs["q4_0"], "encode", *extra, text]).stdout
             assert g_ids == m_ids, (text, extra, g_ids, m_ids)
+    if model == "llama":
+        serve_check(a, g)
     info = json.loads(must([tok, "info", g, "--json"]).stdout)
     assert info["kind"] == "model" and info["config"]["n_layers"] > 0, info
     # --chat auto: the template the GGUF's text is recognised as, the one convert.py chose
@@ -102,6 +107,40 @@ def case_gguf(a, model: str) -> None:
         m_info["config"]["chat_template"],
     )
     print(f"ok: {model}: ml_tok encode and info on the GGUF")
+
+
+def serve_check(a, g: str) -> None:
+    """ml_server serves the GGUF: a greedy completion equals ml_run's on the same prompt."""
+    prompt, n = "Hello world", 8
+    want = must(
+        [os.path.join(a.bin, "ml_run"), "-m", g, "-p", prompt, "-n", str(n), "--temp", "0"]
+        + ["--no-display-prompt", "-q"]
+    ).stdout
+    srv = subprocess.Popen(
+        [os.path.join(a.bin, "ml_server"), "-m", g, "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = None
+        for line in srv.stderr:
+            m = re.search(r"on (http://[0-9.:]+)", line)
+            if m:
+                url = m.group(1)
+                break
+        assert url, "ml_server did not say where it listens"
+        body = {"prompt": prompt, "max_tokens": n, "temperature": 0}
+        req = urllib.request.Request(
+            url + "/v1/completions",
+            json.dumps(body).encode(),
+            {"Content-Type": "application/json"},
+        )
+        got = json.loads(urllib.request.urlopen(req, timeout=60).read())["choices"][0]["text"]
+        assert got == want, (got, want)
+        print(f"ok: ml_server on the GGUF: {got!r}")
+    finally:
+        srv.terminate()
+        srv.wait(timeout=30)
 
 
 def _tensor_info_at(data: bytes, name: str) -> int:
