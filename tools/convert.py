@@ -34,7 +34,7 @@ import quant  # noqa: E402
 import safetensors_io as st  # noqa: E402
 from family import Family, Getter, Plan  # noqa: E402
 from gemma import GEMMA  # noqa: E402
-from hf_config import ConvertError  # noqa: E402
+from hf_config import ConvertError, rope_params  # noqa: E402
 from llama import LLAMA  # noqa: E402
 from qwen35 import QWEN35  # noqa: E402
 
@@ -246,6 +246,13 @@ def convert_hf(
         }
         if fam.records_skipped:
             source["skipped_tensors"] = len(skipped)
+        # the RoPE parameters the frequencies came from (tools/to_gguf.py writes yarn's)
+        text = fam.text_config(cfg)
+        theta, scaling = rope_params(text)
+        orig = text.get("original_max_position_embeddings") or scaling.get(
+            "original_max_position_embeddings", text.get("max_position_embeddings")
+        )
+        source["rope"] = {"theta": theta, "scaling": scaling, "original_ctx": orig}
         write_mlb(
             out,
             c,

@@ -292,7 +292,29 @@ def gemma_keys(c: dict, a: str) -> dict:
     return kv
 
 
-def arch_keys(c: dict, name: str, dtype: str) -> dict:
+def yarn_keys(c: dict, a: str, source: dict) -> dict:
+    """The yarn keys of a .mlb whose converter recorded yarn scaling (source.rope), else {}.
+    llama.cpp scales cos/sin by 1 + 0.1 ln(factor) whatever the checkpoint says, so another
+    attention factor is refused."""
+    rope = source.get("rope") or {}
+    sc = rope.get("scaling") or {}
+    if sc.get("rope_type", sc.get("type")) != "yarn":
+        return {}
+    orig = int(rope["original_ctx"])
+    factor = float(sc["factor"]) if sc.get("factor") is not None else c["max_ctx"] / orig
+    _check(abs(c.get("rope_attn_factor", 1.0) - (0.1 * np.log(factor) + 1)) < 1e-6, "yarn attn")
+    kv = {
+        f"{a}.rope.scaling.type": "yarn",
+        f"{a}.rope.scaling.factor": factor,
+        f"{a}.rope.scaling.original_context_length": orig,
+    }
+    for key, name in (("beta_fast", "yarn_beta_fast"), ("beta_slow", "yarn_beta_slow")):
+        if sc.get(key) is not None:
+            kv[f"{a}.rope.scaling.{name}"] = float(sc[key])
+    return kv
+
+
+def arch_keys(c: dict, name: str, dtype: str, source: dict | None = None) -> dict:
     if c["arch"] not in GGUF_ARCHS:
         raise ToGgufError(f"arch '{c['arch']}' is not supported yet ({', '.join(GGUF_ARCHS)})")
     a = GGUF_ARCHS[c["arch"]]
@@ -302,7 +324,8 @@ def arch_keys(c: dict, name: str, dtype: str) -> dict:
     if a == "smollm3":
         rope = c.get("layer_rope") or [True] * c["n_layers"]
         _check(rope == [(i + 1) % 4 != 0 for i in range(c["n_layers"])], f"NoPE layers {rope}")
-    base, factor = rope_base(c)
+    yarn = yarn_keys(c, a, source or {})
+    base, factor = (float(source["rope"]["theta"]), 1.0) if yarn else rope_base(c)
     kv = {
         "general.architecture": a,
         "general.name": name,
@@ -323,6 +346,7 @@ def arch_keys(c: dict, name: str, dtype: str) -> dict:
     if factor != 1.0:
         kv[f"{a}.rope.scaling.type"] = "linear"
         kv[f"{a}.rope.scaling.factor"] = factor
+    kv.update(yarn)
     if a.startswith("gemma"):
         kv.update(gemma_keys(c, a))
     if a == "qwen35":
@@ -385,7 +409,7 @@ def convert(src: str, out: str) -> None:
     tj = json.loads(r.raw("tokenizer.json"))
     tc = json.loads(r.raw("tokenizer_config.json"))
     name = os.path.splitext(os.path.basename(src))[0]
-    kv = arch_keys(c, name, main_dtype(r))
+    kv = arch_keys(c, name, main_dtype(r), r.meta.get("source"))
     kv.update(vocab_keys(tj, tc))
     pad_vocab(kv, c["n_vocab"])
     tensors = []

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <numbers>
 #include <thread>
 #include <unordered_set>
 
@@ -57,6 +58,29 @@ const GgufTensor* find_tensor(const GgufFile& g, std::string_view name) {
   return nullptr;
 }
 
+// YaRN (transformers' _compute_yarn_parameters, which llama.cpp's rope_yarn matches): the
+// frequencies below the correction range keep their value, those above are divided by the
+// factor, a linear ramp between; corr_dim(r) = d·ln(orig / (2π r)) / (2 ln base) for
+// r = beta_fast (32) and beta_slow (1), floored and ceiled. llama.cpp scales cos and sin by
+// 1 + 0.1 ln(factor): the config's rope_attn_factor (config_from).
+void yarn(const GgufFile& g, const std::string& p, double base, int dim, double factor,
+          std::vector<double>& inv) {
+  const double orig = double(g.integer(p + "rope.scaling.original_context_length"));
+  const double fast = g.number(p + "rope.scaling.yarn_beta_fast", 32.0);
+  const double slow = g.number(p + "rope.scaling.yarn_beta_slow", 1.0);
+  const auto corr = [&](double r) {
+    return dim * std::log(orig / (r * 2 * std::numbers::pi)) / (2 * std::log(base));
+  };
+  double low = std::max(0.0, std::floor(corr(fast)));
+  double high = std::min(double(dim - 1), std::ceil(corr(slow)));
+  if (low == high) high += 0.001;
+  for (size_t i = 0; i < inv.size(); ++i) {
+    const double ramp = std::clamp((double(i) - low) / (high - low), 0.0, 1.0);
+    const double extra = 1.0 - ramp;
+    inv[i] = inv[i] / factor * (1 - extra) + inv[i] * extra;
+  }
+}
+
 // Inverse RoPE frequencies as tools/hf_config.py computes them (double, then float), with
 // llama.cpp's scalings: linear divides by the factor; llama3-style files carry per-frequency
 // divisors in the tensor rope_freqs.weight.
@@ -66,12 +90,16 @@ std::vector<double> rope_freqs(const GgufFile& g, const std::string& p, int rope
   for (size_t i = 0; i < inv.size(); ++i)
     inv[i] = 1.0 / std::pow(base, double(2 * i) / double(rope_dim));
   const std::string kind = g.str(p + "rope.scaling.type", "none");
-  if (kind == "linear") {
+  if (kind == "linear" || kind == "yarn") {
     const double factor = g.number(p + "rope.scaling.factor");
     if (!(factor > 0)) fail(g, fmt::format("{}rope.scaling.factor {} is not positive", p, factor));
-    for (double& f : inv) f /= factor;
+    if (kind == "linear") {
+      for (double& f : inv) f /= factor;
+    } else {
+      yarn(g, p, base, rope_dim, factor, inv);
+    }
   } else if (kind != "none") {
-    fail(g, fmt::format("{}rope.scaling.type '{}' is not supported (none, linear)", p, kind));
+    fail(g, fmt::format("{}rope.scaling.type '{}' is not supported (none, linear, yarn)", p, kind));
   }
   if (const GgufTensor* t = find_tensor(g, "rope_freqs.weight")) {
     if (t->type != 0 || t->shape != std::vector<int64_t>{int64_t(inv.size())})
@@ -213,6 +241,9 @@ json config_from(const GgufFile& g, const Arch& a) {
   c["ffn_dim"] = g.integer(p + "feed_forward_length");
   c["norm_eps"] = g.number(p + "attention.layer_norm_rms_epsilon");
   c["rope_freqs"] = rope_freqs(g, p, int(rope_dim));
+  if (g.str(p + "rope.scaling.type", "none") == "yarn")
+    c["rope_attn_factor"] =
+        std::max(1.0, 1.0 + 0.1 * std::log(g.number(p + "rope.scaling.factor")));
   if (rope_dim != head_dim) c["rope_dim"] = rope_dim;
   c["max_ctx"] = g.integer(p + "context_length");
   if (const int64_t w = g.integer(p + "attention.sliding_window", 0)) c["sliding_window"] = w;
