@@ -169,6 +169,17 @@ void ModelFile::parse() {
   }
 }
 
+bool ModelFile::release(const uint8_t* data) {
+  for (AlignedBuffer& b : owned_)
+    if (data && b.data() == data) {
+      b.resize(0);
+      for (TensorView& t : tensors_)
+        if (t.data == data) t.data = nullptr;
+      return true;
+    }
+  return false;
+}
+
 const TensorView* ModelFile::find(std::string_view name) const {
   for (const auto& t : tensors_)
     if (t.name == name) return &t;

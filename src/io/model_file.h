@@ -58,6 +58,10 @@ class ModelFile {
   uint32_t version() const { return version_; }
   uint64_t data_offset() const { return data_offset_; }
   bool is_gguf() const { return gguf_ != nullptr; }
+  // Frees the memory of a tensor the import made (a GGUF's requantized or reordered matrix)
+  // once nothing reads it any more (its packed copy is what runs); views of it become null.
+  // False, and nothing changes, for data inside the mapping.
+  bool release(const uint8_t* data);
 
  private:
   void parse();

@@ -86,22 +86,31 @@ class TensorTaker {
   std::vector<ToPack> to_pack_;
 };
 
-void pack_all(const std::vector<ToPack>& mats, ThreadPool& pool) {
+// Only the embedding is read unpacked (row lookups): a copy the GGUF import made of any other
+// matrix (requantized K-quants, reordered rows) is freed as soon as it is packed, which keeps
+// the peak near one copy of the weights.
+void release_copy(Model::Impl& m, Matrix& x) {
+  if (&x != &m.tok_embd && m.file->release(x.stored)) x.stored = nullptr;
+}
+
+// One matrix at a time, its rows split across the threads.
+void pack_all(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& pool) {
   const int64_t tile = kernels::row_tile();
-  for (const auto& [_, m] : mats) m->packed.resize(kernels::packed_size(m->type, m->rows, m->cols));
-  pool.run([&](int ti) {
-    for (const auto& [_, m] : mats) {
-      auto [r0, r1] = split_range(m->rows, ti, pool.size(), tile);
-      if (r0 < r1) kernels::pack(m->type, m->stored, m->rows, m->cols, r0, r1, m->packed.data());
-    }
-  });
+  for (const auto& [_, x] : mats) {
+    x->packed.resize(kernels::packed_size(x->type, x->rows, x->cols));
+    pool.run([&](int ti) {
+      auto [r0, r1] = split_range(x->rows, ti, pool.size(), tile);
+      if (r0 < r1) kernels::pack(x->type, x->stored, x->rows, x->cols, r0, r1, x->packed.data());
+    });
+    release_copy(m, *x);
+  }
 }
 
 // Packs `mats`, or maps them from the pack cache in `dir` (writing it when missing or stale).
 void pack_or_map(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& pool,
                  const std::string& dir) {
   if (dir.empty()) {
-    pack_all(mats, pool);
+    pack_all(m, mats, pool);
     return;
   }
   std::vector<PackEntry> entries;
@@ -112,12 +121,15 @@ void pack_or_map(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& po
   std::string why;
   m.pack_cache = PackCache::open(path, *m.file, entries, &why);
   if (m.pack_cache) {
-    for (size_t i = 0; i < mats.size(); ++i) mats[i].m->cached = m.pack_cache->data(i);
+    for (size_t i = 0; i < mats.size(); ++i) {
+      mats[i].m->cached = m.pack_cache->data(i);
+      release_copy(m, *mats[i].m);
+    }
     m.load_note = fmt::format("pack cache: mapped {} ({:.1f} MiB)", path,
                               m.pack_cache->file_size() / 1048576.0);
     return;
   }
-  pack_all(mats, pool);
+  pack_all(m, mats, pool);
   std::vector<const void*> data;
   for (const auto& [_, x] : mats) data.push_back(x->packed.data());
   try {
