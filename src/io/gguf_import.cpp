@@ -68,6 +68,10 @@ void yarn(const GgufFile& g, const std::string& p, double base, int dim, double 
   const double orig = double(g.integer(p + "rope.scaling.original_context_length"));
   const double fast = g.number(p + "rope.scaling.yarn_beta_fast", 32.0);
   const double slow = g.number(p + "rope.scaling.yarn_beta_slow", 1.0);
+  if (!(orig > 0 && fast > 0 && slow > 0 && base != 1))
+    fail(g, fmt::format("{}rope.scaling: yarn needs a positive original_context_length and betas "
+                        "and a base other than 1",
+                        p));
   const auto corr = [&](double r) {
     return dim * std::log(orig / (r * 2 * std::numbers::pi)) / (2 * std::log(base));
   };
@@ -86,6 +90,8 @@ void yarn(const GgufFile& g, const std::string& p, double base, int dim, double 
 // divisors in the tensor rope_freqs.weight.
 std::vector<double> rope_freqs(const GgufFile& g, const std::string& p, int rope_dim) {
   const double base = g.number(p + "rope.freq_base", 10000.0);
+  if (!(base > 0) || !std::isfinite(base))
+    fail(g, fmt::format("{}rope.freq_base {} is not a positive number", p, base));
   std::vector<double> inv(size_t(rope_dim / 2));
   for (size_t i = 0; i < inv.size(); ++i)
     inv[i] = 1.0 / std::pow(base, double(2 * i) / double(rope_dim));
@@ -234,7 +240,10 @@ json config_from(const GgufFile& g, const Arch& a) {
   c["arch"] = a.arch;
   c["n_vocab"] = embd->shape[0];
   c["dim"] = dim;
-  c["n_layers"] = g.integer(p + "block_count");
+  const int64_t n_layers = g.integer(p + "block_count");
+  if (n_layers <= 0 || n_layers > (1 << 24))  // before any per-layer list is built
+    fail(g, fmt::format("{}block_count {} is out of range", p, n_layers));
+  c["n_layers"] = n_layers;
   c["n_heads"] = n_heads;
   c["n_kv_heads"] = g.integer(p + "attention.head_count_kv", n_heads);
   c["head_dim"] = head_dim;
@@ -401,6 +410,11 @@ bool qwen35_tensor(const GgufFile& g, const json& c, TensorView v, GgufImport& m
   } else {
     return false;
   }
+  // the heads moved must lie inside the tensor (its shape is checked only later, by the loader)
+  const uint64_t span = first + uint64_t(nv) * unit;
+  if (span > (count == 1 ? v.size : row_bytes))
+    fail(g, fmt::format("tensor '{}' is too small for {} value heads of {} values", v.name, nv,
+                        unit == 4 || unit == row_bytes ? 1 : vd));
   AlignedBuffer& b = m.owned.emplace_back(v.size);
   std::memcpy(b.data(), v.data, v.size);  // the parts that stay (q and k rows)
   ungroup_heads(v.data, b.data(), first, unit, nk, r, count, stride);

@@ -36,7 +36,7 @@ from e2e_common import (
     run,
     tool,
 )
-from e2e_gguf import case_gguf, case_gguf_bad
+from e2e_gguf import case_gguf, case_gguf_bad, case_gguf_bad_qwen35
 from e2e_quality import case_imatrix, case_quality
 from e2e_tools import case_bench, case_cli, case_info, case_perplexity, case_profile, case_tok
 
@@ -473,6 +473,7 @@ def main() -> None:
         "svevl": case_sve_vl,
         "gguf": case_gguf,
         "ggufbad": case_gguf_bad,
+        "ggufbadqwen35": case_gguf_bad_qwen35,
     }[kind](a, *rest)
 
 

@@ -199,6 +199,20 @@ def _value_type(good: bytes, key: str, t: int) -> bytes:
     return bytes(b)
 
 
+def case_gguf_bad_qwen35(a) -> None:
+    """A Qwen3.5 file whose DeltaNet z projection is cut to a quarter of its rows: refused by
+    name before its value heads are moved (the loader checks shapes only later)."""
+    good = open(gguf_of(a, "qwen35", "q8_0"), "rb").read()
+    w = _tensor_info_at(good, "blk.0.attn_gate.weight")
+    rows = struct.unpack_from("<Q", good, w + 12)[0]
+    bad = bytearray(good)
+    struct.pack_into("<Q", bad, w + 12, rows // 4)
+    variants = {"qwen35-short-z": (bytes(bad), "too small for")}
+    failures = one_line_errors(a, variants, os.path.join(a.work, "bad-gguf-qwen35"), ".gguf")
+    if failures:
+        raise SystemExit("FAILED: " + ", ".join(failures))
+
+
 def case_gguf_bad(a) -> None:
     good = open(gguf_of(a, "llama", "q8_0"), "rb").read()
     failures = one_line_errors(a, gguf_variants(good), os.path.join(a.work, "bad-gguf"), ".gguf")
