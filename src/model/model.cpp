@@ -96,7 +96,8 @@ void release_copy(Model::Impl& m, Matrix& x) {
 // One matrix at a time, its rows split across the threads.
 void pack_all(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& pool) {
   const int64_t tile = kernels::row_tile();
-  for (const auto& [_, x] : mats) {
+  for (const ToPack& tp : mats) {
+    Matrix* x = tp.m;  // (clang 14 cannot capture a structured binding)
     x->packed.resize(kernels::packed_size(x->type, x->rows, x->cols));
     pool.run([&](int ti) {
       auto [r0, r1] = split_range(x->rows, ti, pool.size(), tile);
