@@ -93,7 +93,8 @@ TEST_F(ModelFileTest, ReadsTheTableAndMapsTheData) {
 
 TEST_F(ModelFileTest, LookupsNameTheTensorAndShapes) {
   Parts p;
-  p.meta["tensors"] = {tensor("w", "f32", {2, 3}, 0, 24)};
+  // json::array: with clang, {one_object} is that object, not an array holding it
+  p.meta["tensors"] = json::array({tensor("w", "f32", {2, 3}, 0, 24)});
   p.data = std::string(64, '\0');
   write(bytes_of(p));
   const ModelFile f(path_);
