@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // Bounded loopback load test of ml_server: N requests from C concurrent clients (half streamed,
 // half whole; chat and completions), each checked for a complete, well-formed answer. Prints
-// failures (must be 0) and latency percentiles; exits 1 on any failure. Node >= 18, no packages.
+// failures (must be 0), aggregate generated tokens/s, latency percentiles and, for the
+// streamed half, time to the first token and per-token latency; exits 1 on any failure.
+// Node >= 18, no packages.
 //
 //   node scripts/load_test.mjs --server build/ml_server --model model.mlb [--requests 200]
 //   node scripts/load_test.mjs --url http://127.0.0.1:8080 [--api-key KEY]
@@ -49,6 +51,7 @@ function startServer() {
 function requestFor(i) {
   const stream = i % 2 === 1;
   const body = { max_tokens: MAX_TOKENS, temperature: 0.7, top_k: 40, seed: i, stream };
+  if (stream) body.stream_options = { include_usage: true };  // tokens for the throughput
   // Every fourth request repeats the previous conversation's opening, so some prompts reuse
   // the KV cache and some do not.
   if (i % 4 < 2) {
@@ -60,18 +63,31 @@ function requestFor(i) {
   return { path: '/v1/completions', body, stream };
 }
 
-// One request; throws with the reason if the answer is not complete and well formed.
+// One request; throws with the reason if the answer is not complete and well formed. Returns
+// the completion tokens and, streamed, the times (ms from the request) of the first and last
+// content events.
 async function runOne(base, i) {
   const { path, body, stream } = requestFor(i);
   const headers = { 'Content-Type': 'application/json' };
   if (opt['api-key']) headers.Authorization = `Bearer ${opt['api-key']}`;
+  const t0 = performance.now();
   const r = await fetch(base + path, { method: 'POST', headers, body: JSON.stringify(body) });
-  const text = await r.text();
+  let text = '';
+  let first = NaN;
+  let last = NaN;
+  const decoder = new TextDecoder();
+  for await (const piece of r.body) {
+    text += decoder.decode(piece, { stream: true });
+    if (stream && /"(content|text)":"[^"]/.test(text)) {
+      if (Number.isNaN(first)) first = performance.now() - t0;
+      last = performance.now() - t0;
+    }
+  }
   if (r.status !== 200) throw new Error(`HTTP ${r.status}: ${text.slice(0, 200)}`);
   if (!stream) {
     const j = JSON.parse(text);
     if (!j.choices?.[0]?.finish_reason || !j.usage) throw new Error('incomplete response');
-    return;
+    return { tokens: j.usage.completion_tokens };
   }
   const events = text.split('\n\n');
   if (events.pop() !== '' || events.at(-1) !== 'data: [DONE]') throw new Error('stream without [DONE]');
@@ -80,7 +96,10 @@ async function runOne(base, i) {
     return JSON.parse(e.slice(6));
   });
   if (chunks.some((c) => c.error)) throw new Error(`error event: ${JSON.stringify(chunks.find((c) => c.error))}`);
-  if (!chunks.at(-1)?.choices?.[0]?.finish_reason) throw new Error('stream without finish_reason');
+  if (!chunks.some((c) => c.choices?.[0]?.finish_reason)) throw new Error('stream without finish_reason');
+  const usage = chunks.at(-1)?.usage;
+  if (!usage) throw new Error('stream without its usage chunk (stream_options.include_usage)');
+  return { tokens: usage.completion_tokens, first, last };
 }
 
 function percentile(sorted, p) {
@@ -102,6 +121,9 @@ async function main() {
     process.exit(1);
   }, Number(opt['time-limit']) * 1000);
   const latencies = [];
+  const ttfts = [];  // streamed: ms to the first content event
+  const perToken = [];  // streamed: ms between content events after the first, per token
+  let tokens = 0;
   const failures = [];
   let next = 0;
   const t0 = performance.now();
@@ -110,8 +132,13 @@ async function main() {
       const i = next++;
       const t = performance.now();
       try {
-        await runOne(base, i);
+        const res = await runOne(base, i);
         latencies.push(performance.now() - t);
+        tokens += res.tokens;
+        if (!Number.isNaN(res.first ?? NaN)) {
+          ttfts.push(res.first);
+          if (res.tokens > 1) perToken.push((res.last - res.first) / (res.tokens - 1));
+        }
       } catch (e) {
         failures.push(`#${i}: ${e.message}`);
       }
@@ -127,11 +154,14 @@ async function main() {
     const code = await exited;
     if (code !== 0) failures.push(`ml_server exited with ${code} after SIGTERM`);
   }
-  latencies.sort((a, b) => a - b);
-  const ms = (p) => percentile(latencies, p).toFixed(1);
+  for (const a of [latencies, ttfts, perToken]) a.sort((x, y) => x - y);
+  const ms = (a, p) => percentile(a, p).toFixed(1);
   console.log(`load_test: ${N} requests, ${C} concurrent clients, max_tokens ${MAX_TOKENS}: ` +
-    `${failures.length} failures; ${wall.toFixed(2)} s (${(N / wall).toFixed(1)} req/s); latency ms ` +
-    `p50 ${ms(50)} p90 ${ms(90)} p99 ${ms(99)} max ${ms(100)}`);
+    `${failures.length} failures; ${wall.toFixed(2)} s (${(N / wall).toFixed(1)} req/s, ` +
+    `${(tokens / wall).toFixed(1)} generated tokens/s); latency ms p50 ${ms(latencies, 50)} ` +
+    `p90 ${ms(latencies, 90)} p99 ${ms(latencies, 99)} max ${ms(latencies, 100)}; streamed: ` +
+    `first token ms p50 ${ms(ttfts, 50)} p99 ${ms(ttfts, 99)}, per token ms ` +
+    `p50 ${ms(perToken, 50)} p99 ${ms(perToken, 99)}`);
   for (const f of failures.slice(0, 10)) console.log(`  ${f}`);
   process.exit(failures.length ? 1 : 0);
 }
