@@ -67,6 +67,19 @@ def interleave_rows(raw: bytes, rows: int, n_heads: int) -> bytes:
     return a[order].tobytes()
 
 
+def base_and_factor(freqs: np.ndarray, dim: int) -> tuple[float, float, bool]:
+    """(base, linear factor, whether base^(-2i/dim) / factor gives freqs) of inverse RoPE
+    frequencies. The base comes from the last frequency (base^-(d-2)/d): the exponent that
+    undoes it is near 1, so the float rounding of the stored frequencies hardly moves it (from
+    the first two, Qwen3.5's 1e7 came back as 9999999); bases are integers."""
+    factor = float(1 / freqs[0])
+    base = float((freqs[-1] * factor) ** (-dim / (dim - 2)))
+    if abs(base - round(base)) < 1e-6 * base:
+        base = float(round(base))
+    plain = base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
+    return base, factor, bool(np.allclose(freqs, plain / factor, rtol=1e-5))
+
+
 def rope_base(c: dict) -> tuple[float, float]:
     """(base, linear factor) whose inverse frequencies base^(-2i/d) / factor are the config's;
     other scalings are refused."""
@@ -74,14 +87,8 @@ def rope_base(c: dict) -> tuple[float, float]:
     dim = int(c.get("rope_dim", c["head_dim"]))
     if len(freqs) != dim // 2 or dim < 4:
         raise ToGgufError(f"rope_freqs has {len(freqs)} entries, rope_dim {dim} needs {dim // 2}")
-    factor = float(1 / freqs[0])
-    # from the last frequency (base^-(d-2)/d): the exponent that undoes it is near 1, so the
-    # float rounding of the stored frequencies hardly moves the base; bases are integers
-    base = float((freqs[-1] * factor) ** (-dim / (dim - 2)))
-    if abs(base - round(base)) < 1e-6 * base:
-        base = float(round(base))
-    plain = base ** (-np.arange(0, dim, 2, dtype=np.float64) / dim)
-    if not np.allclose(freqs, plain / factor, rtol=1e-5):
+    base, factor, ok = base_and_factor(freqs, dim)
+    if not ok:
         raise ToGgufError("rope scaling other than linear is not supported yet")
     return base, (1.0 if abs(factor - 1) < 1e-9 else factor)
 
@@ -283,9 +290,8 @@ def gemma_keys(c: dict, a: str) -> dict:
         if not g2:
             _check(c.get("layer_rope_local") == sliding, "local RoPE on other layers than sliding")
             local = np.asarray(c["rope_freqs_local"], dtype=np.float64)
-            base = float((local[1] / local[0]) ** (-len(local)))
-            plain = base ** (-np.arange(len(local), dtype=np.float64) / len(local))
-            _check(abs(local[0] - 1) < 1e-9 and np.allclose(local, plain, rtol=1e-5), "local RoPE")
+            base, factor, ok = base_and_factor(local, 2 * len(local))
+            _check(ok and abs(factor - 1) < 1e-9, "local RoPE")
             kv[f"{a}.rope.freq_base_swa"] = base
     else:
         _check(g2 is False, "a Gemma 2 without sliding windows")
