@@ -402,7 +402,12 @@ def convert_vocab(src: str, out: str) -> None:
         r = mlb.MlbReader(src)
         tj = json.loads(r.raw("tokenizer.json"))
         tc = json.loads(r.raw("tokenizer_config.json"))
-    kv = {"general.name": os.path.basename(os.path.normpath(src))}
+    write_vocab(tj, tc, out, os.path.basename(os.path.normpath(src)))
+
+
+def write_vocab(tj: dict, tc: dict, out: str, name: str) -> None:
+    """A vocabulary-only GGUF of a parsed tokenizer.json and tokenizer_config.json."""
+    kv = {"general.name": name}
     kv.update(vocab_keys(tj, tc))
     gguf.write(out, kv, [])
 

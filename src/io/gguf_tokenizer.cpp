@@ -100,6 +100,22 @@ json template_processing(const Vocab& v, int bos, int eos) {
           {"special_tokens", special}};
 }
 
+// model.vocab: each token string to its first id.
+json vocab_object(const Vocab& v) {
+  json vocab = json::object();
+  for (size_t i = 0; i < v.tokens.size(); ++i)
+    if (!vocab.contains(v.tokens[i])) vocab[v.tokens[i]] = i;
+  return vocab;
+}
+
+// tokenizer_config.json's bos/eos tokens and the file's chat template.
+void config_tokens(const GgufFile& g, const Vocab& v, int bos, int eos, json& cfg) {
+  if (bos >= 0) cfg["bos_token"] = v.tokens[size_t(bos)];
+  if (eos >= 0) cfg["eos_token"] = v.tokens[size_t(eos)];
+  if (const GgufValue* t = g.find("tokenizer.chat_template"); t && t->type == GgufType::String)
+    cfg["chat_template"] = t->s;
+}
+
 // Byte length of the UTF-8 sequence that starts with byte c (1 for a stray byte).
 size_t utf8_len(unsigned char c) {
   return c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
@@ -138,9 +154,6 @@ json spm_merges(const GgufFile& g, const Vocab& v) {
 
 TokenizerFiles spm_files(const GgufFile& g) {
   const Vocab v = read_vocab(g);
-  json vocab = json::object();
-  for (size_t i = 0; i < v.tokens.size(); ++i)
-    if (!vocab.contains(v.tokens[i])) vocab[v.tokens[i]] = i;
   int unk = token_id(g, v, "tokenizer.ggml.unknown_token_id");
   if (unk < 0)
     for (size_t i = 0; i < v.tokens.size() && unk < 0; ++i)
@@ -172,18 +185,15 @@ TokenizerFiles spm_files(const GgufFile& g) {
                {"unk_token", unk >= 0 ? json(v.tokens[size_t(unk)]) : json(nullptr)},
                {"fuse_unk", true},
                {"byte_fallback", true},
-               {"vocab", vocab},
+               {"vocab", vocab_object(v)},
                {"merges", spm_merges(g, v)}}}};
   json cfg = {{"add_bos_token", add_bos},
               {"add_eos_token", add_eos},
               {"clean_up_tokenization_spaces", false},
               {"legacy", true},
               {"tokenizer_class", "LlamaTokenizer"}};
-  if (bos >= 0) cfg["bos_token"] = v.tokens[size_t(bos)];
-  if (eos >= 0) cfg["eos_token"] = v.tokens[size_t(eos)];
   if (unk >= 0) cfg["unk_token"] = v.tokens[size_t(unk)];
-  if (const GgufValue* t = g.find("tokenizer.chat_template"); t && t->type == GgufType::String)
-    cfg["chat_template"] = t->s;
+  config_tokens(g, v, bos, eos, cfg);
   return {tj.dump(), cfg.dump()};
 }
 
@@ -200,14 +210,6 @@ json byte_level(bool use_regex) {
           {"use_regex", use_regex}};
 }
 
-// A pre-tokenizer as tokenizer.json writes it: the steps, the normalizer, whether whole words
-// found in the vocabulary skip the merges, and decoding's clean-up of spaces.
-struct PreTokenizer {
-  std::vector<const char*> names;  // tokenizer.ggml.pre values (llama.cpp's names)
-  json (*steps)();
-  bool nfc, ignore_merges, clean_spaces;
-};
-
 const char* kLlama3Regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
@@ -218,42 +220,32 @@ const char* kQwen35Regex =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "
     "?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-const PreTokenizer kPreTokenizers[] = {
-    {{"llama-bpe", "llama3", "llama-v3"},
-     [] {
-       return json{{"type", "Sequence"},
-                   {"pretokenizers", {split(kLlama3Regex), byte_level(false)}}};
-     },
-     false,
-     true,
-     true},
-    {{"qwen2", "deepseek-r1-qwen"},
-     [] {
-       return json{{"type", "Sequence"},
-                   {"pretokenizers", {split(kQwen2Regex), byte_level(false)}}};
-     },
-     true,
-     false,
-     false},
-    {{"qwen35"},
-     [] {
-       return json{{"type", "Sequence"},
-                   {"pretokenizers", {split(kQwen35Regex), byte_level(false)}}};
-     },
-     true,
-     false,
-     false},
-    {{"smollm"},
-     [] {
-       return json{{"type", "Sequence"},
-                   {"pretokenizers",
-                    {{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)}}};
-     },
-     false,
-     false,
-     false},
-    {{"gpt-2", "default"}, [] { return byte_level(true); }, false, false, true},
+// A pre-tokenizer as tokenizer.json writes it: a Split by `regex` then byte-level (or, without
+// a regex, individual digits then GPT-2's byte-level regex, or that regex alone), the
+// normalizer, whether whole words found in the vocabulary skip the merges, and decoding's
+// clean-up of spaces.
+struct PreTokenizer {
+  std::vector<const char*> names;  // tokenizer.ggml.pre values (llama.cpp's names)
+  const char* regex;
+  bool digits, nfc, ignore_merges, clean_spaces;
 };
+
+const PreTokenizer kPreTokenizers[] = {
+    {{"llama-bpe", "llama3", "llama-v3"}, kLlama3Regex, false, false, true, true},
+    {{"qwen2", "deepseek-r1-qwen"}, kQwen2Regex, false, true, false, false},
+    {{"qwen35"}, kQwen35Regex, false, true, false, false},
+    {{"smollm"}, nullptr, true, false, false, false},
+    {{"gpt-2", "default"}, nullptr, false, false, false, true},
+};
+
+json pre_tokenizer_steps(const PreTokenizer& p) {
+  const json steps = p.regex ? json{split(p.regex), byte_level(false)}
+                     : p.digits
+                         ? json{{{"type", "Digits"}, {"individual_digits", true}}, byte_level(true)}
+                         : json();
+  if (steps.is_null()) return byte_level(true);
+  return {{"type", "Sequence"}, {"pretokenizers", steps}};
+}
 
 const PreTokenizer& pre_tokenizer(const GgufFile& g) {
   const std::string name = g.str("tokenizer.ggml.pre", "default");
@@ -270,9 +262,6 @@ const PreTokenizer& pre_tokenizer(const GgufFile& g) {
 TokenizerFiles bpe_files(const GgufFile& g) {
   const Vocab v = read_vocab(g);
   const PreTokenizer& pre = pre_tokenizer(g);
-  json vocab = json::object();
-  for (size_t i = 0; i < v.tokens.size(); ++i)
-    if (!vocab.contains(v.tokens[i])) vocab[v.tokens[i]] = i;
   const GgufValue& mg = g.array("tokenizer.ggml.merges");
   if (mg.elem != GgufType::String) fail(g, "tokenizer.ggml.merges is not an array of strings");
   json merges = json::array();
@@ -291,7 +280,7 @@ TokenizerFiles bpe_files(const GgufFile& g) {
   json tj = {{"version", "1.0"},
              {"added_tokens", added_tokens(v)},
              {"normalizer", pre.nfc ? json{{"type", "NFC"}} : json(nullptr)},
-             {"pre_tokenizer", pre.steps()},
+             {"pre_tokenizer", pre_tokenizer_steps(pre)},
              {"post_processor", template_processing(v, add_bos ? bos : -1, add_eos ? eos : -1)},
              {"decoder", byte_level(false)},
              {"model",
@@ -301,15 +290,12 @@ TokenizerFiles bpe_files(const GgufFile& g) {
                {"fuse_unk", false},
                {"byte_fallback", false},
                {"ignore_merges", pre.ignore_merges},
-               {"vocab", vocab},
+               {"vocab", vocab_object(v)},
                {"merges", merges}}}};
   json cfg = {{"add_bos_token", add_bos},
               {"add_eos_token", add_eos},
               {"clean_up_tokenization_spaces", pre.clean_spaces}};
-  if (bos >= 0) cfg["bos_token"] = v.tokens[size_t(bos)];
-  if (eos >= 0) cfg["eos_token"] = v.tokens[size_t(eos)];
-  if (const GgufValue* t = g.find("tokenizer.chat_template"); t && t->type == GgufType::String)
-    cfg["chat_template"] = t->s;
+  config_tokens(g, v, bos, eos, cfg);
   return {tj.dump(), cfg.dump()};
 }
 

@@ -134,8 +134,9 @@ TEST_P(FixtureTest, MatchesReference) {
   check_fixture(name, fixture, tok, ms_since(t0));
 }
 
-// The same fixtures read from vocabulary-only GGUF files of the real tokenizers (written by
-// tools/to_gguf.py into the build folder by the ctest fixture tokenizer.gguf_vocabs): the
+// The same fixtures read from vocabulary-only GGUF files (tests/tokenizer/make_gguf_vocabs.py,
+// run by the ctest fixture tokenizer.gguf_vocabs into the build folder): the real tokenizers,
+// and two byte-level ones whose pre-tokenizers are GGUF's `gpt-2` and `smollm`. The
 // tokenizer.ggml.* keys must give the ids and text of the tokenizer.json they came from.
 class GgufFixtureTest : public ::testing::TestWithParam<std::string> {};
 
@@ -152,7 +153,7 @@ TEST_P(GgufFixtureTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, GgufFixtureTest,
                          ::testing::Values("llama2", "llama3", "llama3_1", "qwen3", "qwen3_5",
-                                           "gemma3"));
+                                           "gemma3", "gpt2_style", "smollm2_style"));
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, FixtureTest,
                          ::testing::Values("llama2", "llama3", "llama3_1", "qwen3", "qwen3_5",
