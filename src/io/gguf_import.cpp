@@ -9,7 +9,6 @@
 #include <map>
 #include <numbers>
 #include <thread>
-#include <unordered_set>
 
 #include "chat/guess.h"
 #include "io/gguf_dequant.h"
@@ -211,15 +210,16 @@ void qwen35_config(const GgufFile& g, const std::string& p, json& c) {
 
 // The renderer for tokenizer.chat_template (--chat auto), as the converter names it for a .mlb.
 std::string chat_template_name(const GgufFile& g) {
-  const GgufValue* tokens = g.find("tokenizer.ggml.tokens");
-  std::unordered_set<std::string_view> vocab;
-  if (tokens && tokens->type == GgufType::Array)
-    vocab.insert(tokens->strings.begin(), tokens->strings.end());
   const GgufValue* t = g.find("tokenizer.chat_template");
   const std::string tmpl = t && t->type == GgufType::String ? t->s : "";
+  // The vocabulary is asked about at most a few strings, and only without a telling template.
+  static const std::vector<std::string> kNone;
+  const GgufValue* tokens = g.find("tokenizer.ggml.tokens");
+  const std::vector<std::string>& vocab = tokens ? tokens->strings : kNone;
   return guess_chat_template(
-      tmpl, [&](std::string_view s) { return vocab.count(s) > 0; },
-      tokens ? tokens->strings.size() : 0);
+      tmpl,
+      [&](std::string_view s) { return std::find(vocab.begin(), vocab.end(), s) != vocab.end(); },
+      vocab.size());
 }
 
 json config_from(const GgufFile& g, const Arch& a) {
@@ -469,48 +469,41 @@ void add_bytes(GgufImport& m, const std::string& name, const std::string& text) 
   m.tensors.push_back({name, DType::Bytes, {int64_t(text.size())}, b.data(), 0, text.size()});
 }
 
-// A vocabulary-only file (no tensors, as llama.cpp's ggml-vocab-*.gguf): a tokenizer file.
-GgufImport import_vocab(const GgufFile& g) {
-  GgufImport m;
+// Adds the tokenizer files and the .mlb-shaped metadata: a model with `config`, or without one
+// (a vocabulary-only file, as llama.cpp's ggml-vocab-*.gguf) a tokenizer file.
+void finish(const GgufFile& g, json config, GgufImport& m) {
   const TokenizerFiles tok = gguf_tokenizer_files(g);
   add_bytes(m, "tokenizer.json", tok.json);
   add_bytes(m, "tokenizer_config.json", tok.config);
-  return m;
-}
-
-json table_of(const std::vector<TensorView>& views) {
   json tensors = json::array();
-  for (const auto& t : views)
+  for (const auto& t : m.tensors)
     tensors.push_back({{"name", t.name},
                        {"dtype", dtype_name(t.dtype)},
                        {"shape", t.shape},
                        {"offset", t.offset},
                        {"size", t.size}});
-  return tensors;
-}
-
-json source_of(const GgufFile& g) {
-  return {{"format", "gguf"},
-          {"gguf_version", g.version()},
-          {"architecture", g.str("general.architecture", "")},
-          {"name", g.str("general.name", "")},
-          {"file_type", g.integer("general.file_type", -1)}};
+  m.meta = {{"format", "krafla-mlb"},
+            {"kind", config.is_null() ? "tokenizer" : "model"},
+            {"tokenizer", {{"json", "tokenizer.json"}, {"config", "tokenizer_config.json"}}},
+            {"tensors", tensors},
+            {"source",
+             {{"format", "gguf"},
+              {"gguf_version", g.version()},
+              {"architecture", g.str("general.architecture", "")},
+              {"name", g.str("general.name", "")},
+              {"file_type", g.integer("general.file_type", -1)}}}};
+  if (!config.is_null()) m.meta["config"] = std::move(config);
 }
 
 }  // namespace
 
 GgufImport import_gguf(const GgufFile& g) {
+  GgufImport m;
   if (g.tensors().empty()) {
-    GgufImport m = import_vocab(g);
-    m.meta = {{"format", "krafla-mlb"},
-              {"kind", "tokenizer"},
-              {"tokenizer", {{"json", "tokenizer.json"}, {"config", "tokenizer_config.json"}}},
-              {"tensors", table_of(m.tensors)},
-              {"source", source_of(g)}};
+    finish(g, nullptr, m);
     return m;
   }
   const Arch& a = arch_of(g);
-  GgufImport m;
   json config = config_from(g, a);
   const int64_t n_heads = config["n_heads"], n_kv_heads = config["n_kv_heads"];
   for (const GgufTensor& t : g.tensors()) {
@@ -550,16 +543,7 @@ GgufImport import_gguf(const GgufFile& g) {
     if (std::string(a.arch) == "qwen3_5" && qwen35_tensor(g, config, v, m)) continue;
     m.tensors.push_back(std::move(v));
   }
-  const TokenizerFiles tok = gguf_tokenizer_files(g);
-  add_bytes(m, "tokenizer.json", tok.json);
-  add_bytes(m, "tokenizer_config.json", tok.config);
-
-  m.meta = {{"format", "krafla-mlb"},
-            {"kind", "model"},
-            {"config", config},
-            {"tokenizer", {{"json", "tokenizer.json"}, {"config", "tokenizer_config.json"}}},
-            {"tensors", table_of(m.tensors)},
-            {"source", source_of(g)}};
+  finish(g, std::move(config), m);
   return m;
 }
 
