@@ -180,7 +180,10 @@ const GgmlTypeInfo* ggml_type_info(uint32_t id) {
 }
 
 GgufFile::GgufFile(const std::string& path)
-    : path_(path), map_(std::make_unique<MappedFile>(path, "a GGUF file")) {
+    : GgufFile(path, std::make_unique<MappedFile>(path, "a GGUF file")) {}
+
+GgufFile::GgufFile(const std::string& path, std::unique_ptr<MappedFile> map)
+    : path_(path), map_(std::move(map)) {
   base_ = map_->data();
   size_ = map_->size();
   parse();

@@ -68,6 +68,8 @@ struct GgufTensor {
 class GgufFile {
  public:
   explicit GgufFile(const std::string& path);
+  // The same on a mapping of `path` made already (ModelFile maps before it knows the format).
+  GgufFile(const std::string& path, std::unique_ptr<MappedFile> map);
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;

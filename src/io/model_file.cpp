@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <cstring>
-#include <fstream>
 
 #include "io/gguf_file.h"
 #include "io/gguf_import.h"
@@ -45,17 +44,10 @@ uint32_t read_u32(const uint8_t* p) {
 
 const char* dtype_name(DType t) { return info(t).name; }
 
-namespace {
-bool has_gguf_magic(const std::string& path) {
-  char magic[4] = {};
-  std::ifstream f(path, std::ios::binary);
-  return f.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
-}
-}  // namespace
-
 ModelFile::ModelFile(const std::string& path) : path_(path) {
-  if (has_gguf_magic(path)) {
-    gguf_ = std::make_unique<GgufFile>(path);
+  map_ = std::make_unique<MappedFile>(path, "a Krafla .mlb/.mlt file or a GGUF file");
+  if (map_->size() >= 4 && std::memcmp(map_->data(), "GGUF", 4) == 0) {
+    gguf_ = std::make_unique<GgufFile>(path, std::move(map_));
     GgufImport m = import_gguf(*gguf_);
     size_ = gguf_->file_size();
     version_ = gguf_->version();
@@ -66,7 +58,6 @@ ModelFile::ModelFile(const std::string& path) : path_(path) {
     owned_ = std::move(m.owned);
     return;
   }
-  map_ = std::make_unique<MappedFile>(path, "a Krafla .mlb/.mlt file or a GGUF file");
   base_ = map_->data();
   size_ = map_->size();
   parse();

@@ -67,7 +67,7 @@ class ModelFile {
   void parse();
   std::string path_;
   std::unique_ptr<MappedFile> map_;
-  std::unique_ptr<GgufFile> gguf_;   // a GGUF source (then map_ is empty)
+  std::unique_ptr<GgufFile> gguf_;   // a GGUF source (which then holds the mapping)
   std::deque<AlignedBuffer> owned_;  // bytes of the views a GGUF import made
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
