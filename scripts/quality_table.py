@@ -26,16 +26,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
 
 
-def run(cmd: list[str], **kw) -> str:
+def run(cmd: list[str], stderr: bool = False) -> str:
+    """stdout of cmd; with stderr, stdout and stderr together (llama.cpp logs its results on
+    both)."""
     print("+", " ".join(cmd), file=sys.stderr, flush=True)
-    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw).stdout
+    err = subprocess.STDOUT if stderr else subprocess.PIPE
+    return subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=err, text=True).stdout
 
 
-def run_all(cmd: list[str]) -> str:
-    """stdout + stderr of cmd (llama.cpp logs its results on both)."""
-    print("+", " ".join(cmd), file=sys.stderr, flush=True)
-    r = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return r.stdout
+def gguf_of(path: str) -> str:
+    """The GGUF of a .mlb (tools/to_gguf.py), written beside it once."""
+    gguf = os.path.splitext(path)[0] + ".gguf"
+    if not os.path.exists(gguf):
+        run([PY, os.path.join(ROOT, "tools", "to_gguf.py"), path, "-o", gguf])
+    return gguf
 
 
 def number(pattern: str, text: str) -> float:
@@ -51,15 +55,14 @@ LLAMA_KV = {"f16": ["-ctk", "f16", "-ctv", "f16"], "q8_0": ["-ctk", "q8_0", "-ct
 
 def llama_cpp_row(a: argparse.Namespace, path: str, extra: list[str], base: str) -> dict:
     """llama-perplexity's PPL, KL mean / 99% and same top-1 on a GGUF of path's weights."""
-    gguf = os.path.splitext(path)[0] + ".gguf"
-    if not os.path.exists(gguf):
-        run([PY, os.path.join(ROOT, "tools", "to_gguf.py"), path, "-o", gguf])
     tool = os.path.join(a.llama_cpp, "llama-perplexity")
     kv = LLAMA_KV[extra[1]] if extra else []
-    common = [tool, "-m", gguf, "-f", a.text, "-c", str(a.ctx), "-t", "2", "-fa", "on", *kv]
-    out = run_all(common)
-    kl = run_all(
-        [*common, "--chunks", str(a.kl_chunks), "--kl-divergence-base", base, "--kl-divergence"]
+    common = [tool, "-m", gguf_of(path), "-f", a.text, "-c", str(a.ctx), "-t", "2", "-fa", "on"]
+    out = run([*common, *kv], stderr=True)
+    kl = run(
+        [*common, *kv, "--chunks", str(a.kl_chunks), "--kl-divergence-base", base]
+        + ["--kl-divergence"],
+        stderr=True,
     )
     return {
         "ppl_llama_cpp": number(r"Final estimate: PPL = ([0-9.]+)", out),
@@ -135,26 +138,12 @@ def main() -> int:
         run([ml_run, "-m", rows[0][1], *common, *klargs])
     llama_base = os.path.join(a.work, "f32.llama.kld")
     if a.llama_cpp and not os.path.exists(llama_base):
-        gguf = os.path.join(a.work, "f32.gguf")
-        if not os.path.exists(gguf):
-            run([PY, os.path.join(ROOT, "tools", "to_gguf.py"), rows[0][1], "-o", gguf])
         tool = os.path.join(a.llama_cpp, "llama-perplexity")
-        run_all(
-            [
-                tool,
-                "-m",
-                gguf,
-                "-f",
-                a.text,
-                "-c",
-                str(a.ctx),
-                "-t",
-                "2",
-                "--chunks",
-                str(a.kl_chunks),
-                "--kl-divergence-base",
-                llama_base,
-            ]
+        f32 = gguf_of(rows[0][1])
+        run(
+            [tool, "-m", f32, "-f", a.text, "-c", str(a.ctx), "-t", "2", "--chunks"]
+            + [str(a.kl_chunks), "--kl-divergence-base", llama_base],
+            stderr=True,
         )
     table = []
     for label, path, extra in rows:

@@ -125,7 +125,7 @@ def write(path: str, kv: dict[str, Any], tensors: list[Tensor], version: int = V
         head += _string(key) + _encode(auto(v))
     offset = 0
     for t in tensors:
-        want = quant.nbytes(t.dtype, t.shape) if t.dtype != "bf16" else 2 * int(np.prod(t.shape))
+        want = quant.nbytes(t.dtype, t.shape)
         if len(t.data) != want:
             raise GgufError(f"tensor '{t.name}': {len(t.data)} bytes, {want} expected")
         ne = list(reversed(t.shape))
@@ -186,7 +186,7 @@ class Reader:
 
     def raw(self, name: str) -> bytes:
         dtype, shape, off = self.infos[name]
-        n = quant.nbytes(dtype, shape) if dtype != "bf16" else 2 * int(np.prod(shape))
+        n = quant.nbytes(dtype, shape)
         start = self.data_offset + off
         return self.buf[start : start + n]
 
