@@ -77,8 +77,10 @@ async function runOne(base, i) {
   let last = NaN;
   const decoder = new TextDecoder();
   for await (const piece of r.body) {
-    text += decoder.decode(piece, { stream: true });
-    if (stream && /"(content|text)":"[^"]/.test(text)) {
+    const chunk = decoder.decode(piece, { stream: true });
+    text += chunk;
+    // each SSE event arrives in one piece: look at the new one only, not the whole reply again
+    if (stream && /"(content|text)":"[^"]/.test(chunk)) {
       if (Number.isNaN(first)) first = performance.now() - t0;
       last = performance.now() - t0;
     }
