@@ -38,21 +38,35 @@ Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_ba
 
 void Forward::run(SequenceState& seq, const int32_t* tokens, int n, int pos0, bool all_logits,
                   float* logits) {
-  if (n <= 0 || n > n_batch_ || pos0 < 0 || pos0 + n > std::min(n_ctx_, seq.n_ctx()))
-    throw Error(fmt::format("internal: forward of {} tokens at {} (batch {}, ctx {})", n, pos0,
-                            n_batch_, std::min(n_ctx_, seq.n_ctx())));
+  const SeqRows seg{&seq, 0, n, pos0, all_logits ? SeqRows::Logits::All : SeqRows::Logits::Last};
+  run(std::span<const SeqRows>(&seg, 1), tokens, logits);
+}
+
+void Forward::run(std::span<const SeqRows> segs, const int32_t* tokens, float* logits) {
+  int n = 0;
+  for (const SeqRows& s : segs) {
+    if (s.n <= 0 || s.row0 != n || s.pos0 < 0 || s.pos0 + s.n > std::min(n_ctx_, s.seq->n_ctx()))
+      throw Error(fmt::format("internal: forward of {} tokens at {}, row {} (ctx {})", s.n, s.pos0,
+                              s.row0, std::min(n_ctx_, s.seq->n_ctx())));
+    n += s.n;
+  }
+  if (n <= 0 || n > n_batch_)
+    throw Error(fmt::format("internal: forward of {} tokens (batch {})", n, n_batch_));
+  const BatchLayout b(segs);
+  delta_rows_.clear();
+  for (const SeqRows& s : segs) delta_rows_.push_back({&s.seq->linear, s.row0, s.n});
   if (Imatrix* im = mm_.imatrix()) im->add_tokens(n);
   embed(tokens, n);
   for (int l = 0; l < c_.n_layers; ++l) {
     const LayerWeights& L = m_.layers[l];
     norm(L.attn_norm, n);
-    mix(seq, l, n, pos0);
+    mix(b, l);
     residual(L.attn_post_norm, n);
     norm(L.ffn_norm, n);
     mlp(L, n);
     residual(L.ffn_post_norm, n);
   }
-  output(n, all_logits, logits);
+  output(segs, logits);
 }
 
 void Forward::embed(const int32_t* tokens, int n) {
@@ -75,13 +89,13 @@ void Forward::norm(const float* w, int n) {
   pool_.for_each(n, [&](int64_t t) { K::rmsnorm(x + t * dim, w, c_.norm_eps, h + t * dim, dim); });
 }
 
-void Forward::mix(SequenceState& seq, int layer, int n, int pos0) {
+void Forward::mix(const BatchLayout& b, int layer) {
   const LayerWeights& L = m_.layers[layer];
   const LayerConfig& lc = c_.layers[layer];
   if (lc.kind == LayerConfig::Kind::Linear) {
-    delta_->run(L.ssm, seq.linear, layer, h_.data<float>(), n, tmp_.data<float>());
+    delta_->run(L.ssm, layer, h_.data<float>(), b.n, delta_rows_, tmp_.data<float>());
   } else {
-    attention_.run(L.attn, lc, seq.kv, layer, h_.data<float>(), n, pos0, tmp_.data<float>());
+    attention_.run(L.attn, lc, layer, h_.data<float>(), b, tmp_.data<float>());
   }
 }
 
@@ -118,17 +132,20 @@ void Forward::residual(const float* post_norm, int n) {
   });
 }
 
-void Forward::output(int n, bool all_logits, float* logits) {
+void Forward::output(std::span<const SeqRows> segs, float* logits) {
   const int64_t dim = c_.dim;
-  const int first = all_logits ? 0 : n - 1;
-  const int rows = n - first;
   const float* x = x_.data<float>();
   float* h = h_.data<float>();
+  int rows = 0;
   {
     const ProfileScope scope(mm_.profile(), Op::Norm);
-    for (int t = first; t < n; ++t)
-      K::rmsnorm(x + t * dim, m_.output_norm, c_.norm_eps, h + (t - first) * dim, dim);
+    for (const SeqRows& s : segs) {
+      if (s.logits == SeqRows::Logits::None) continue;
+      for (int t = s.logits == SeqRows::Logits::All ? 0 : s.n - 1; t < s.n; ++t)
+        K::rmsnorm(x + (s.row0 + t) * dim, m_.output_norm, c_.norm_eps, h + rows++ * dim, dim);
+    }
   }
+  if (rows == 0) return;
   mm_.run(Op::MatOutput, h, dim, rows, {{&m_.logits_matrix(), logits}});
   if (const float cap = c_.final_softcap; cap > 0) {  // Gemma 2
     const ProfileScope scope(mm_.profile(), Op::MatOutput, false);

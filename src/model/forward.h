@@ -1,11 +1,15 @@
 // The forward pass of every family (Llama 2/3, Mistral, Qwen2/3, SmolLM2/3, Gemma 2/3, Qwen3.5):
 // embed → blocks (RMSNorm, GQA attention with RoPE — or a Gated DeltaNet layer on Qwen3.5 —
-// then the MLP) → norm → logits, over a batch of tokens at consecutive positions of one
-// sequence. The sequence's KV cache and DeltaNet state (SequenceState) are passed in: Forward
-// holds only per-batch scratch, so one Forward can serve several sequences in turn.
+// then the MLP) → norm → logits, over a batch of tokens of one or several sequences. The
+// sequences' KV caches and DeltaNet states (SequenceState) are passed in: Forward holds only
+// per-batch scratch. Every step but the token mixing works row by row, and the matmul kernels
+// give each row the same bits whatever the batch holds, so a sequence's logits do not depend
+// on what else shares its batch.
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "model/model_impl.h"
 #include "ops/attention.h"
@@ -29,6 +33,10 @@ class Forward {
   // the last one.
   void run(SequenceState& seq, const int32_t* tokens, int n, int pos0, bool all_logits,
            float* logits);
+  // Evaluates the rows of several sequences in one pass: tokens[r] is row r (segs give the
+  // rows' sequences and positions; row0 of each is the rows before it; n in all <= n_batch).
+  // logits receives, segment by segment, the rows each segment asks for ([rows, n_vocab]).
+  void run(std::span<const SeqRows> segs, const int32_t* tokens, float* logits);
 
   int n_ctx() const { return n_ctx_; }
   void set_profile(Profile* p) { mm_.set_profile(p); }
@@ -38,12 +46,12 @@ class Forward {
 
  private:
   // The steps of run(), in the order of the model card. Rows are tokens of the batch.
-  void embed(const int32_t* tokens, int n);                  // x_ = embedding rows (× embd_scale)
-  void norm(const float* w, int n);                          // h_ = rmsnorm(x_) · w
-  void mix(SequenceState& seq, int layer, int n, int pos0);  // tmp_ = attention or DeltaNet (h_)
-  void mlp(const LayerWeights& L, int n);                    // tmp_ = down(act(gate(h_)) · up(h_))
-  void residual(const float* post_norm, int n);        // x_ += rmsnorm(tmp_) · post_norm, or tmp_
-  void output(int n, bool all_logits, float* logits);  // logits of the final norm of x_
+  void embed(const int32_t* tokens, int n);      // x_ = embedding rows (× embd_scale)
+  void norm(const float* w, int n);              // h_ = rmsnorm(x_) · w
+  void mix(const BatchLayout& b, int layer);     // tmp_ = attention or DeltaNet (h_)
+  void mlp(const LayerWeights& L, int n);        // tmp_ = down(act(gate(h_)) · up(h_))
+  void residual(const float* post_norm, int n);  // x_ += rmsnorm(tmp_) · post_norm, or tmp_
+  void output(std::span<const SeqRows> segs, float* logits);  // logits of the final norm of x_
 
   const Model::Impl& m_;
   const ModelConfig& c_;
@@ -51,7 +59,8 @@ class Forward {
   int n_ctx_, n_batch_;
   Matmuls mm_;
   AttentionBlock attention_;
-  std::unique_ptr<delta::Block> delta_;  // with DeltaNet layers
+  std::unique_ptr<delta::Block> delta_;         // with DeltaNet layers
+  std::vector<delta::Block::Rows> delta_rows_;  // this run's sequences, for delta_
   AlignedBuffer x_, h_, tmp_;  // (batch, dim): residual stream, normed input, block output
   AlignedBuffer gate_, up_;    // (batch, ffn_dim)
 };

@@ -71,16 +71,17 @@ AttentionBlock::RopeTable AttentionBlock::rope_table(const std::vector<float>& f
   return t;
 }
 
-void AttentionBlock::run(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv, int layer,
-                         const float* h, int n, int pos0, float* out) {
+void AttentionBlock::run(const AttentionWeights& w, const LayerConfig& lc, int layer,
+                         const float* h, const BatchLayout& b, float* out) {
+  const int n = b.n;
   project(w, h, n);
   {
     const ProfileScope scope(mm_.profile(), Op::Rope);
-    prepare(w, lc, kv, layer, n, pos0);
+    prepare(w, lc, layer, b);
   }
   {
     const ProfileScope scope(mm_.profile(), Op::Attention);
-    attend(lc, kv, layer, n, pos0);
+    attend(lc, layer, b);
     if (c_.attn_gate) apply_gate(n);
   }
   mm_.run(Op::MatO, att_.data<float>(), int64_t{c_.n_heads} * c_.head_dim, n, {{&w.wo, out}});
@@ -94,13 +95,14 @@ void AttentionBlock::project(const AttentionWeights& w, const float* h, int n) {
   mm_.run(Op::MatQkv, h, c_.dim, n, std::span<const MatJob>(jobs, c_.attn_gate ? 4 : 3));
 }
 
-void AttentionBlock::prepare(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv,
-                             int layer, int n, int pos0) {
+void AttentionBlock::prepare(const AttentionWeights& w, const LayerConfig& lc, int layer,
+                             const BatchLayout& b) {
   const int64_t hd = c_.head_dim, half = c_.rope_dim / 2;
   const int64_t q_dim = int64_t{c_.n_heads} * hd, kv_dim = int64_t{c_.n_kv_heads} * hd;
   const RopeTable& rope = lc.rope == LayerConfig::Rope::Local ? rope_local_ : rope_;
-  mm_.pool().for_each(n, [&](int64_t t) {
-    const int64_t pos = pos0 + t;
+  mm_.pool().for_each(b.n, [&](int64_t t) {
+    const int64_t pos = b.pos(t);
+    KvCache& kv = b.seg(t).seq->kv;
     float* q = q_.data<float>() + t * q_dim;
     float* k = k_.data<float>() + t * kv_dim;
     float* v = v_.data<float>() + t * kv_dim;
@@ -125,7 +127,8 @@ void AttentionBlock::prepare(const AttentionWeights& w, const LayerConfig& lc, K
   });
 }
 
-void AttentionBlock::attend(const LayerConfig& lc, const KvCache& kv, int layer, int n, int pos0) {
+void AttentionBlock::attend(const LayerConfig& lc, int layer, const BatchLayout& b) {
+  const int n = b.n;
   const int64_t hd = c_.head_dim, q_dim = int64_t{c_.n_heads} * hd;
   const int group = c_.n_heads / c_.n_kv_heads;
   // Units of work: (token, KV head) with the whole query group, so each cached K/V row is read
@@ -137,7 +140,8 @@ void AttentionBlock::attend(const LayerConfig& lc, const KvCache& kv, int layer,
     float* scores = scores_.data<float>() + size_t(ti) * group * n_ctx_;
     for (int64_t u = u0; u < u1; ++u) {
       const int64_t t = u / heads_per_tok, h = (u % heads_per_tok) * per_unit;
-      const int64_t pos = pos0 + t;
+      const int64_t pos = b.pos(t);
+      const KvCache& kv = b.seg(t).seq->kv;
       // Sliding window (Mistral, Gemma local layers): keys at distance < window.
       const int64_t first = lc.window > 0 ? std::max<int64_t>(0, pos - lc.window + 1) : 0;
       const KvCache::HeadView cached = kv.head(layer, int(h / group));

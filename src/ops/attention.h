@@ -8,6 +8,7 @@
 #include "ops/matmul.h"
 #include "runtime/aligned.h"
 #include "runtime/kv_cache.h"
+#include "runtime/sequence.h"
 
 namespace krafla {
 
@@ -43,11 +44,11 @@ struct AttentionWeights {
 class AttentionBlock {
  public:
   AttentionBlock(const ModelConfig& c, int n_ctx, int n_batch, Matmuls& mm);
-  // out (n, dim) = the layer on h (n, dim) at positions pos0..pos0+n-1: the batch's keys and
-  // values are stored in `kv` first, then every query attends to the cached positions up to
-  // its own.
-  void run(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv, int layer, const float* h,
-           int n, int pos0, float* out);
+  // out (n, dim) = the layer on h (n, dim), row t being a token of sequence b.seg(t) at
+  // position b.pos(t): the batch's keys and values are stored in each row's own KV cache
+  // first, then every query attends to its sequence's cached positions up to its own.
+  void run(const AttentionWeights& w, const LayerConfig& lc, int layer, const float* h,
+           const BatchLayout& b, float* out);
 
  private:
   // cos/sin per position (ctx, rope_dim/2), rope_attn_factor applied.
@@ -56,10 +57,10 @@ class AttentionBlock {
   };
   RopeTable rope_table(const std::vector<float>& freqs, int n_ctx) const;
   void project(const AttentionWeights& w, const float* h, int n);  // → q_, k_, v_, gate_
-  void prepare(const AttentionWeights& w, const LayerConfig& lc, KvCache& kv, int layer, int n,
-               int pos0);  // biases, qk-norm, RoPE; k_, v_ → kv
-  void attend(const LayerConfig& lc, const KvCache& kv, int layer, int n, int pos0);  // → att_
-  void apply_gate(int n);  // att_ *= sigmoid(gate_)
+  void prepare(const AttentionWeights& w, const LayerConfig& lc, int layer,
+               const BatchLayout& b);  // biases, qk-norm, RoPE; k_, v_ → each row's KV cache
+  void attend(const LayerConfig& lc, int layer, const BatchLayout& b);  // → att_
+  void apply_gate(int n);                                               // att_ *= sigmoid(gate_)
 
   const ModelConfig& c_;
   Matmuls& mm_;

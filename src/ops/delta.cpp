@@ -73,7 +73,8 @@ Block::Block(const ModelConfig& c, int n_batch, Matmuls& mm) : c_(c), mm_(mm) {
   decay_.resize(B * c.lin_v_heads * sizeof(float));
 }
 
-void Block::run(const Weights& w, State& state, int layer, const float* h, int n, float* out) {
+void Block::run(const Weights& w, int layer, const float* h, int n, std::span<const Rows> seqs,
+                float* out) {
   mm_.run(Op::MatDeltaIn, h, c_.dim, n,
           {{&w.qkv, qkv_.data<float>()},
            {&w.z, z_.data<float>()},
@@ -81,21 +82,22 @@ void Block::run(const Weights& w, State& state, int layer, const float* h, int n
            {&w.alpha, decay_.data<float>()}});
   {
     const ProfileScope scope(mm_.profile(), Op::DeltaRule);
-    conv(w, state.conv(layer), n);
+    conv(w, layer, seqs);
     gates(w, n);
-    recur(state.ssm(layer), n);
+    recur(layer, seqs);
     gated_norm(w, n);
   }
   mm_.run(Op::MatDeltaOut, o_.data<float>(), int64_t{c_.lin_v_heads} * c_.lin_v_dim, n,
           {{&w.out, out}});
 }
 
-// The causal conv, channels split across threads (each owns its slice of the conv state).
-void Block::conv(const Weights& w, float* conv_state, int n) {
+// The causal conv, channels split across threads (each owns its slice of every conv state).
+void Block::conv(const Weights& w, int layer, std::span<const Rows> seqs) {
   const int64_t C = c_.lin_conv_dim();
   mm_.pool().split(C, [&](int64_t c0, int64_t c1) {
-    conv_silu(w.conv_t.data(), c_.lin_conv, conv_state, qkv_.data<float>(), n, C, c0, c1,
-              conv_.data<float>());
+    for (const Rows& s : seqs)
+      conv_silu(w.conv_t.data(), c_.lin_conv, s.state->conv(layer), qkv_.data<float>() + s.row0 * C,
+                s.n, C, c0, c1, conv_.data<float>() + s.row0 * C);
   });
 }
 
@@ -123,8 +125,9 @@ void Block::gates(const Weights& w, int n) {
   });
 }
 
-// The recurrence: value heads split across threads, tokens in order within each head.
-void Block::recur(float* ssm, int n) {
+// The recurrence: (sequence, value head) pairs split across threads, tokens in order within
+// each.
+void Block::recur(int layer, std::span<const Rows> seqs) {
   const int64_t C = c_.lin_conv_dim(), nk = c_.lin_k_heads, nv = c_.lin_v_heads;
   const int64_t dk = c_.lin_k_dim, dv = c_.lin_v_dim, kd = nk * dk, vd = nv * dv;
   const int64_t group = nv / nk;
@@ -132,9 +135,11 @@ void Block::recur(float* ssm, int n) {
   const float* beta = beta_.data<float>();
   const float* decay = decay_.data<float>();
   float* o = o_.data<float>();
-  mm_.pool().for_each(nv, [&](int64_t hv) {
-    const int64_t hk = hv / group;
-    for (int64_t t = 0; t < n; ++t) {
+  mm_.pool().for_each(int64_t(seqs.size()) * nv, [&](int64_t u) {
+    const Rows& s = seqs[u / nv];
+    const int64_t hv = u % nv, hk = hv / group;
+    float* ssm = s.state->ssm(layer);
+    for (int64_t t = s.row0; t < s.row0 + s.n; ++t) {
       const float* row = conv + t * C;
       K::delta_step(ssm + hv * dk * dv, row + hk * dk, row + kd + hk * dk, row + 2 * kd + hv * dv,
                     decay[t * nv + hv], beta[t * nv + hv], dk, dv, o + t * vd + hv * dv);

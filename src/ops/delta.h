@@ -4,6 +4,7 @@
 // The state replaces the KV cache: memory does not grow with the context.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "krafla/model.h"
@@ -44,14 +45,21 @@ class State {
 class Block {
  public:
   Block(const ModelConfig& c, int n_batch, Matmuls& mm);
-  // out (n, dim) = the layer on h (n, dim), advancing `state`'s entry for `layer` by n tokens.
-  void run(const Weights& w, State& state, int layer, const float* h, int n, float* out);
+  // A sequence's rows [row0, row0 + n) of the batch and its state.
+  struct Rows {
+    State* state;
+    int row0, n;
+  };
+  // out (n, dim) = the layer on h (n, dim), advancing each sequence's state for `layer` by its
+  // rows (in order; the sequences' rows are consecutive and do not overlap).
+  void run(const Weights& w, int layer, const float* h, int n, std::span<const Rows> seqs,
+           float* out);
 
  private:
-  void conv(const Weights& w, float* conv_state, int n);  // qkv_ → conv_
-  void gates(const Weights& w, int n);                    // q, k normed; beta, decay
-  void recur(float* ssm, int n);                          // → o_
-  void gated_norm(const Weights& w, int n);               // o_ *= silu(z_), per value head
+  void conv(const Weights& w, int layer, std::span<const Rows> seqs);  // qkv_ → conv_
+  void gates(const Weights& w, int n);                                 // q, k normed; beta, decay
+  void recur(int layer, std::span<const Rows> seqs);                   // → o_
+  void gated_norm(const Weights& w, int n);  // o_ *= silu(z_), per value head
 
   const ModelConfig& c_;
   Matmuls& mm_;

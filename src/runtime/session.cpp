@@ -12,17 +12,39 @@
 
 namespace krafla {
 
+// One sequence: its state, the tokens it holds, its last token's logits.
+struct Sequence {
+  Sequence(const ModelConfig& c, int ctx, KvType kv) : state(c, ctx, kv), logits(c.n_vocab) {}
+  SequenceState state;
+  std::vector<int32_t> history;
+  std::vector<float> logits;
+};
+
 struct Session::Impl {
   const Model& model;
   ThreadPool pool;
   Forward fwd;
-  SequenceState seq;
-  std::vector<int32_t> history;
-  std::vector<float> logits;
-  std::vector<float> batch_logits;
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  // One forward step's rows, sequences and logits (when several sequences want them).
+  std::vector<int32_t> step_tokens;
+  std::vector<SeqRows> segs;
+  std::vector<float> step_logits;
 
-  Impl(const Model& m, int threads, int ctx, int batch, KvType kv)
-      : model(m), pool(threads), fwd(model_impl(m), pool, ctx, batch), seq(m.config(), ctx, kv) {}
+  Impl(const Model& m, int threads, int ctx, int batch, KvType kv, int n_seqs)
+      : model(m), pool(threads), fwd(model_impl(m), pool, ctx, batch) {
+    for (int i = 0; i < n_seqs; ++i)
+      seqs.push_back(std::make_unique<Sequence>(m.config(), ctx, kv));
+  }
+  Sequence& seq(int i) const {
+    if (i < 0 || i >= int(seqs.size()))
+      throw Error(fmt::format("sequence {} does not exist (the session has {})", i, seqs.size()));
+    return *seqs[i];
+  }
+  void check(std::span<const SeqTokens> work) const;
+  void run(std::span<const SeqTokens> work, std::vector<float>* all_logits);
+  // Packs the next forward step from work[i] past done[i]; returns its logits destination.
+  float* pack_step(std::span<const SeqTokens> work, const std::vector<size_t>& done,
+                   std::vector<float>* all_logits);
 };
 
 namespace {
@@ -41,72 +63,130 @@ Session::Session(const Model& model, const SessionOptions& o) {
   if (ctx > model.config().max_ctx)
     throw Error(fmt::format("--ctx {} is larger than the model's maximum context {}", ctx,
                             model.config().max_ctx));
-  impl_ = std::make_unique<Impl>(model, default_threads(o.n_threads), ctx, o.n_batch, o.kv_type);
-  impl_->logits.assign(model.config().n_vocab, 0.0f);
+  if (o.n_seqs < 1 || o.n_seqs > 256)
+    throw Error(fmt::format("--parallel {} is out of range (1..256)", o.n_seqs));
+  impl_ = std::make_unique<Impl>(model, default_threads(o.n_threads), ctx, o.n_batch, o.kv_type,
+                                 o.n_seqs);
 }
 
 Session::~Session() = default;
 
 void Session::eval(std::span<const int32_t> tokens, std::vector<float>* all_logits) {
-  auto& s = *impl_;
-  const int n_vocab = s.model.config().n_vocab;
-  if (tokens.empty()) throw Error("nothing to evaluate: the token list is empty");
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || tokens[i] >= n_vocab)
-      throw Error(fmt::format("token id {} at position {} is outside the vocabulary (0..{})",
-                              tokens[i], i, n_vocab - 1));
-  const int n_past = int(s.history.size());
-  if (n_past + int64_t(tokens.size()) > s.fwd.n_ctx())
-    throw Error(fmt::format("context full: {} cached + {} new tokens exceed --ctx {}", n_past,
-                            tokens.size(), s.fwd.n_ctx()));
-  if (all_logits) all_logits->resize(tokens.size() * size_t(n_vocab));
-  const int B = s.fwd.n_batch();
-  for (size_t i = 0; i < tokens.size(); i += B) {
-    const int n = int(std::min<size_t>(B, tokens.size() - i));
-    const bool last_chunk = i + n == tokens.size();
-    float* out;
-    if (all_logits) {
-      out = all_logits->data() + i * n_vocab;
-    } else {
-      out = s.logits.data();
-    }
-    s.fwd.run(s.seq, tokens.data() + i, n, n_past + int(i), all_logits != nullptr, out);
-    s.history.insert(s.history.end(), tokens.begin() + i, tokens.begin() + i + n);
-    if (all_logits && last_chunk)
-      std::copy_n(all_logits->data() + (tokens.size() - 1) * n_vocab, n_vocab, s.logits.begin());
+  const SeqTokens work{0, tokens};
+  impl_->run(std::span<const SeqTokens>(&work, 1), all_logits);
+}
+
+void Session::eval_batch(std::span<const SeqTokens> work) { impl_->run(work, nullptr); }
+
+void Session::Impl::check(std::span<const SeqTokens> work) const {
+  const int n_vocab = model.config().n_vocab;
+  std::vector<bool> listed(seqs.size());
+  for (const SeqTokens& w : work) {
+    const Sequence& s = seq(w.seq);
+    if (listed[w.seq]) throw Error(fmt::format("sequence {} is listed twice in one batch", w.seq));
+    listed[w.seq] = true;
+    if (w.tokens.empty()) throw Error("nothing to evaluate: the token list is empty");
+    for (size_t i = 0; i < w.tokens.size(); ++i)
+      if (w.tokens[i] < 0 || w.tokens[i] >= n_vocab)
+        throw Error(fmt::format("token id {} at position {} is outside the vocabulary (0..{})",
+                                w.tokens[i], i, n_vocab - 1));
+    if (s.history.size() + w.tokens.size() > size_t(fwd.n_ctx()))
+      throw Error(fmt::format("context full: {} cached + {} new tokens exceed --ctx {}",
+                              s.history.size(), w.tokens.size(), fwd.n_ctx()));
   }
 }
 
-const std::vector<float>& Session::logits() const { return impl_->logits; }
+float* Session::Impl::pack_step(std::span<const SeqTokens> work, const std::vector<size_t>& done,
+                                std::vector<float>* all_logits) {
+  const int B = fwd.n_batch(), n_vocab = model.config().n_vocab;
+  step_tokens.clear();
+  segs.clear();
+  int rows = 0, with_logits = 0;
+  for (size_t i = 0; i < work.size() && rows < B; ++i) {
+    const size_t left = work[i].tokens.size() - done[i];
+    if (left == 0) continue;
+    const int m = int(std::min<size_t>(left, B - rows));
+    Sequence& s = *seqs[work[i].seq];
+    auto logits = all_logits                             ? SeqRows::Logits::All
+                  : done[i] + m == work[i].tokens.size() ? SeqRows::Logits::Last
+                                                         : SeqRows::Logits::None;
+    with_logits += logits == SeqRows::Logits::Last;
+    segs.push_back({&s.state, rows, m, int(s.history.size()), logits});
+    const auto first = work[i].tokens.begin() + done[i];
+    step_tokens.insert(step_tokens.end(), first, first + m);
+    rows += m;
+  }
+  if (all_logits) return all_logits->data() + done[0] * n_vocab;  // a single sequence
+  if (with_logits == 1)  // straight into that sequence's logits
+    for (const SeqRows& sg : segs)
+      if (sg.logits == SeqRows::Logits::Last)
+        for (const auto& s : seqs)
+          if (&s->state == sg.seq) return s->logits.data();
+  step_logits.resize(size_t(with_logits) * n_vocab);
+  return step_logits.data();
+}
+
+void Session::Impl::run(std::span<const SeqTokens> work, std::vector<float>* all_logits) {
+  check(work);
+  const int n_vocab = model.config().n_vocab;
+  if (all_logits) all_logits->resize(work[0].tokens.size() * size_t(n_vocab));
+  std::vector<size_t> done(work.size(), 0);
+  for (;;) {
+    float* out = pack_step(work, done, all_logits);
+    if (segs.empty()) break;
+    fwd.run(segs, step_tokens.data(), out);
+    // Histories, and the logits of the sequences whose last token this step held.
+    size_t seg = 0, row = 0;
+    for (size_t i = 0; i < work.size() && seg < segs.size(); ++i) {
+      Sequence& s = *seqs[work[i].seq];
+      if (&s.state != segs[seg].seq) continue;
+      const auto first = work[i].tokens.begin() + done[i];
+      s.history.insert(s.history.end(), first, first + segs[seg].n);
+      done[i] += segs[seg].n;
+      if (all_logits && done[i] == work[i].tokens.size())
+        std::copy_n(all_logits->data() + (done[i] - 1) * n_vocab, n_vocab, s.logits.begin());
+      if (segs[seg].logits == SeqRows::Logits::Last && out == step_logits.data())
+        std::copy_n(step_logits.data() + row++ * n_vocab, n_vocab, s.logits.begin());
+      ++seg;
+    }
+  }
+}
+
+const std::vector<float>& Session::logits(int seq) const { return impl_->seq(seq).logits; }
 
 void Session::set_profile(Profile* p) { impl_->fwd.set_profile(p); }
 Profile* Session::profile() const { return impl_->fwd.profile(); }
-KvType Session::kv_type() const { return impl_->seq.kv.type(); }
-size_t Session::kv_bytes() const { return impl_->seq.kv.size_bytes(); }
+KvType Session::kv_type() const { return impl_->seqs[0]->state.kv.type(); }
+size_t Session::kv_bytes() const {
+  return impl_->seqs[0]->state.kv.size_bytes() * impl_->seqs.size();
+}
 void Session::set_imatrix(Imatrix* m) { impl_->fwd.set_imatrix(m); }
 const Model& Session::model() const { return impl_->model; }
-int Session::n_past() const { return int(impl_->history.size()); }
+int Session::n_seqs() const { return int(impl_->seqs.size()); }
+int Session::n_past(int seq) const { return int(impl_->seq(seq).history.size()); }
 int Session::n_ctx() const { return impl_->fwd.n_ctx(); }
 int Session::n_threads() const { return impl_->pool.size(); }
-const std::vector<int32_t>& Session::history() const { return impl_->history; }
+const std::vector<int32_t>& Session::history(int seq) const { return impl_->seq(seq).history; }
 
-void Session::truncate(int n) {
-  if (n < 0 || n > n_past())
-    throw Error(fmt::format("cannot truncate a {}-token session to {}", n_past(), n));
-  if (n == n_past()) return;
+void Session::truncate(int n, int seq) {
+  Sequence& s = impl_->seq(seq);
+  const int past = int(s.history.size());
+  if (n < 0 || n > past)
+    throw Error(fmt::format("cannot truncate a {}-token session to {}", past, n));
+  if (n == past) return;
   // Attention layers: cache rows past n are simply overwritten by later tokens. A DeltaNet
   // layer's state has folded every token in and cannot be cut back: only a restart works.
   if (n > 0 && impl_->model.config().has_linear())
     throw Error(
         fmt::format("cannot truncate a {}-token session to {}: this model's linear-"
                     "attention state cannot be cut back (only to 0)",
-                    n_past(), n));
-  if (n == 0) impl_->seq.reset();
-  impl_->history.resize(n);
+                    past, n));
+  if (n == 0) s.state.reset();
+  s.history.resize(n);
 }
 
-int Session::reuse_prefix(std::span<const int32_t> tokens) {
-  const auto& h = impl_->history;
+int Session::shared_prefix(std::span<const int32_t> tokens, int seq) const {
+  const auto& h = impl_->seq(seq).history;
   size_t k = 0;
   while (k < h.size() && k < tokens.size() && h[k] == tokens[k]) ++k;
   if (impl_->model.config().has_linear()) {
@@ -116,8 +196,13 @@ int Session::reuse_prefix(std::span<const int32_t> tokens) {
   } else if (k == tokens.size() && k > 0) {
     --k;  // re-evaluate the last token to refresh logits
   }
-  truncate(int(k));
   return int(k);
+}
+
+int Session::reuse_prefix(std::span<const int32_t> tokens, int seq) {
+  const int k = shared_prefix(tokens, seq);
+  truncate(k, seq);
+  return k;
 }
 
 }  // namespace krafla

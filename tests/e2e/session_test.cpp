@@ -105,5 +105,73 @@ TEST(SessionReuse, AttentionModelKeepsTheSharedPrefix) {
   EXPECT_EQ(s.reuse_prefix(other), 119);  // identical prompt: the last token is re-evaluated
 }
 
+// Several sequences evaluated together (ml_server's slots): prompts of different lengths packed
+// into shared forward steps (a small n_batch splits them across steps), then decode steps of
+// one token per sequence. Every sequence's logits must equal, bit for bit, a session that ran
+// it alone.
+void expect_batch_equals_alone(const Model& m) {
+  const int V = m.config().n_vocab;
+  const std::vector<std::vector<int32_t>> prompts = {prompt(5, 11, V), prompt(150, 12, V),
+                                                     prompt(1, 13, V), prompt(70, 14, V)};
+  SessionOptions o = kOptions;
+  o.n_batch = 32;
+  o.n_seqs = int(prompts.size());
+  Session batch(m, o);
+  std::vector<std::unique_ptr<Session>> alone;
+  std::vector<SeqTokens> work;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    alone.push_back(std::make_unique<Session>(m, kOptions));
+    alone.back()->eval(prompts[i]);
+    work.push_back({int(i), prompts[i]});
+  }
+  batch.eval_batch(work);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<int32_t> next(prompts.size());
+    work.clear();
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ASSERT_EQ(batch.logits(int(i)), alone[i]->logits()) << "sequence " << i << " step " << step;
+      ASSERT_EQ(batch.history(int(i)), alone[i]->history());
+      next[i] = (step * 31 + int(i) * 7 + 1) % V;
+      alone[i]->eval(std::span<const int32_t>(&next[i], 1));
+      // Sequence 2 sits out step 1's batch and runs alone after it: the others must not care.
+      if (!(i == 2 && step == 1)) work.push_back({int(i), std::span<const int32_t>(&next[i], 1)});
+    }
+    batch.eval_batch(work);
+    if (step == 1)
+      batch.eval_batch(std::vector<SeqTokens>{{2, std::span<const int32_t>(&next[2], 1)}});
+  }
+}
+
+TEST(SessionBatch, AttentionSequencesEqualAlone) {
+  LOAD_OR_SKIP(m, "llama-q8_0.mlb");
+  expect_batch_equals_alone(*m);
+}
+
+TEST(SessionBatch, SlidingWindowSequencesEqualAlone) {
+  LOAD_OR_SKIP(m, "gemma3-q4_0.mlb");
+  expect_batch_equals_alone(*m);
+}
+
+TEST(SessionBatch, DeltaNetSequencesEqualAlone) {
+  LOAD_OR_SKIP(m, "qwen35-long-q8_0.mlb");
+  expect_batch_equals_alone(*m);
+}
+
+TEST(SessionBatch, RefusesBadWorkBeforeEvaluatingAny) {
+  LOAD_OR_SKIP(m, "llama-q8_0.mlb");
+  SessionOptions o = kOptions;
+  o.n_seqs = 2;
+  Session s(*m, o);
+  const std::vector<int32_t> ok = {1, 2, 3}, bad = {1, m->config().n_vocab};
+  EXPECT_THROW(s.eval_batch(std::vector<SeqTokens>{{0, ok}, {0, ok}}), Error);  // listed twice
+  EXPECT_THROW(s.eval_batch(std::vector<SeqTokens>{{0, ok}, {2, ok}}), Error);  // no sequence 2
+  EXPECT_THROW(s.eval_batch(std::vector<SeqTokens>{{0, ok}, {1, bad}}), Error);
+  EXPECT_EQ(s.n_past(0), 0);
+  EXPECT_EQ(s.n_past(1), 0);
+  const std::vector<int32_t> long_prompt(513, 1);
+  EXPECT_THROW(s.eval_batch(std::vector<SeqTokens>{{1, ok}, {0, long_prompt}}), Error);
+  EXPECT_EQ(s.n_past(1), 0);
+}
+
 }  // namespace
 }  // namespace krafla
