@@ -117,7 +117,8 @@ class JsonMatcher {
 // Per-vocabulary precomputation: every token's bytes in a trie, so the allowed set is found by
 // walking it with copies of the matcher state, pruned at the first byte refused; inside a
 // string, tokens that are plain text (no quote, backslash or control byte, whole UTF-8
-// characters) are allowed from a list instead of a walk.
+// characters) are allowed from a list instead of a walk. Immutable once built: one filter can
+// serve concurrent replies.
 class TokenFilter {
  public:
   // Special tokens (Tokenizer::is_special) are never allowed inside the JSON.

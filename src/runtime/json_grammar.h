@@ -50,6 +50,25 @@ struct Grammar {
   std::vector<Node> nodes;
 };
 
+// The lead byte of a UTF-8 sequence: how many continuation bytes follow and the range of the
+// first (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF); 0 when invalid.
+inline int utf8_lead(uint8_t c, uint8_t& lo, uint8_t& hi) {
+  lo = 0x80;
+  hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) return 1;
+  if (c >= 0xE0 && c <= 0xEF) {
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+    return 2;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+    return 3;
+  }
+  return 0;
+}
+
 // Advances the stack over one byte; false (the stack then unspecified) when it is refused.
 bool step(const Grammar& g, std::vector<Frame>& stack, uint8_t byte);
 // The stack holds a complete document.

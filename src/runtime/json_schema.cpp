@@ -103,6 +103,14 @@ uint32_t count(const json& s, const char* key, const std::string& path, uint32_t
   return uint32_t(std::min<uint64_t>(it->get<uint64_t>(), kNone - 1));
 }
 
+// n.min and n.max from a pair of keywords (absent: 0 and unbounded); min > max allows nothing.
+void bounds(Node& n, const json& s, const std::string& path, const char* min, const char* max) {
+  n.min = count(s, min, path, 0);
+  n.max = count(s, max, path, kNone);
+  if (n.min > n.max)
+    fail(path, fmt::format("'{}'", min), fmt::format("{} is more than '{}' {}", n.min, max, n.max));
+}
+
 std::string byte_name(int c) {
   return c > 0x20 && c < 0x7F ? fmt::format("'{}'", char(c)) : fmt::format("byte 0x{:02X}", c);
 }
@@ -365,10 +373,7 @@ uint32_t Compiler::compile_object(const json& s, const std::string& path, int de
 uint32_t Compiler::compile_array(const json& s, const std::string& path, int depth) {
   Node n;
   n.kind = Kind::Array;
-  n.min = count(s, "minItems", path, 0);
-  n.max = count(s, "maxItems", path, kNone);
-  if (n.min > n.max)
-    fail(path, "'minItems'", fmt::format("{} is more than 'maxItems' {}", n.min, n.max));
+  bounds(n, s, path, "minItems", "maxItems");
   if (auto it = s.find("items"); it == s.end()) {
     n.child = any_value();
   } else {
@@ -381,10 +386,7 @@ uint32_t Compiler::compile_array(const json& s, const std::string& path, int dep
 uint32_t Compiler::compile_string(const json& s, const std::string& path) {
   Node n;
   n.kind = Kind::String;
-  n.min = count(s, "minLength", path, 0);
-  n.max = count(s, "maxLength", path, kNone);
-  if (n.min > n.max)
-    fail(path, "'minLength'", fmt::format("{} is more than 'maxLength' {}", n.min, n.max));
+  bounds(n, s, path, "minLength", "maxLength");
   return add(std::move(n));
 }
 

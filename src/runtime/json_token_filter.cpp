@@ -23,21 +23,9 @@ int64_t count_plain_chars(const std::string& piece) {
   for (size_t i = 0; i < piece.size(); ++chars) {
     const uint8_t c = uint8_t(piece[i]);
     if (c < 0x20 || c == '"' || c == '\\') return -1;
-    int more = 0;
     uint8_t lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      more = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      more = 2;
-      lo = c == 0xE0 ? 0xA0 : 0x80;
-      hi = c == 0xED ? 0x9F : 0xBF;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      more = 3;
-      lo = c == 0xF0 ? 0x90 : 0x80;
-      hi = c == 0xF4 ? 0x8F : 0xBF;
-    } else if (c >= 0x80) {
-      return -1;
-    }
+    const int more = c < 0x80 ? 0 : json_detail::utf8_lead(c, lo, hi);
+    if (c >= 0x80 && more == 0) return -1;
     ++i;
     for (int k = 0; k < more; ++k, ++i) {
       if (i >= piece.size()) return -1;

@@ -13,6 +13,32 @@ namespace krafla::json_test {
 
 using ojson = nlohmann::ordered_json;
 
+// A schema using every supported keyword, every value of it bounded (strings, arrays, numbers):
+// constrained generation under it always ends.
+inline const char* kOrderSchema = R"({
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "title": "order", "description": "an order",
+  "type": "object",
+  "properties": {
+    "id": {"type": "integer"},
+    "status": {"enum": ["new", "paid", "shipped", 7, null]},
+    "note": {"type": ["string", "null"], "maxLength": 8},
+    "price": {"type": "number"},
+    "items": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
+      "type": "object",
+      "properties": {"sku": {"type": "string", "minLength": 2, "maxLength": 4},
+                     "qty": {"type": "integer"}, "gift": {"type": "boolean"}},
+      "required": ["sku", "qty"], "additionalProperties": false}},
+    "kind": {"const": "order"},
+    "tags": {"type": "array", "maxItems": 2, "items": {"enum": ["a", "b"]}},
+    "extra": {"anyOf": [{"type": "object", "properties": {"n": {"type": "integer"}},
+                         "additionalProperties": false},
+                        {"type": "null"}]}
+  },
+  "required": ["id", "status", "items", "kind"],
+  "additionalProperties": false
+})";
+
 // Code points of valid UTF-8: every byte that is not a continuation byte starts one.
 inline size_t code_points(const std::string& s) {
   size_t n = 0;

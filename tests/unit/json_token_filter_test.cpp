@@ -62,25 +62,6 @@ std::vector<int32_t> brute_force(const JsonMatcher& m, const std::vector<std::st
   return out;
 }
 
-const char* kBoundedSchema = R"({
-  "type": "object",
-  "properties": {
-    "id": {"type": "integer"},
-    "status": {"enum": ["new", "paid", "shipped", 7, null]},
-    "note": {"type": ["string", "null"], "maxLength": 6},
-    "price": {"type": "number"},
-    "items": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
-      "type": "object",
-      "properties": {"sku": {"type": "string", "minLength": 1, "maxLength": 4},
-                     "qty": {"type": "integer"}, "gift": {"type": "boolean"}},
-      "required": ["sku", "qty"], "additionalProperties": false}},
-    "tags": {"type": "array", "maxItems": 2, "items": {"enum": ["a", "b"]}},
-    "flag": {"anyOf": [{"type": "boolean"}, {"type": "null"}]}
-  },
-  "required": ["id", "status", "items"],
-  "additionalProperties": false
-})";
-
 TEST(JsonTokenFilterTest, AllowedMatchesBruteForceAtEveryByte) {
   const std::vector<std::string> pieces = vocabulary();
   const TokenFilter filter(pieces);
@@ -89,11 +70,11 @@ TEST(JsonTokenFilterTest, AllowedMatchesBruteForceAtEveryByte) {
       {JsonSchema::any_object(),
        "{\"a\": [1, -2.5e+3, true, null, {\"b\": \"x\\\"\\u00e9\\uD83D\\uDE00\xE4\xB8\xAD\"}],\n"
        "  \"name\" : \"hello world\"}"},
-      {JsonSchema::parse_text(kBoundedSchema),
-       R"({"id":12,"status":"paid","note":"h\u00e9 x","items":[{"sku":"ab","qty":1,"gift":false}],"tags":["a","b"],"flag":null})"},
-      {JsonSchema::parse_text(kBoundedSchema),
+      {JsonSchema::parse_text(json_test::kOrderSchema),
+       R"({"id":12,"status":"paid","note":"h\u00e9 x","items":[{"sku":"ab","qty":1,"gift":false}],"kind":"order","tags":["a","b"],"extra":null})"},
+      {JsonSchema::parse_text(json_test::kOrderSchema),
        "{ \"id\": -1, \"status\": 7, \"note\": \"\xE4\xB8\xAD\xF0\x9F\x98\x80\", \"price\": 0.5, "
-       "\"items\": [ {\"sku\": \"x\", \"qty\": 0} ] }"},
+       "\"items\": [ {\"sku\": \"xy\", \"qty\": 0} ], \"kind\": \"order\" }"},
       {JsonSchema::parse_text(R"({"type":"string","maxLength":3})"), "\"a\xC3\xA9\\n\""},
   };
   int states = 0;
@@ -154,7 +135,7 @@ TEST(JsonTokenFilterTest, ApplyKeepsTheEndIdsExactlyWhenDone) {
 TEST(JsonTokenFilterTest, RandomWalksTerminateAndValidate) {
   const std::vector<std::string> pieces = vocabulary();
   const TokenFilter filter(pieces);
-  const ojson schema = ojson::parse(kBoundedSchema);
+  const ojson schema = ojson::parse(json_test::kOrderSchema);
   const JsonSchema s = JsonSchema::parse(schema);
   constexpr int kMaxSteps = 5000;  // a loose bound: whitespace runs, 12-byte escapes...
   std::mt19937 rng(7);
@@ -250,7 +231,7 @@ TEST(JsonTokenFilterTest, Qwen3VocabularyMatchesBruteForceAndTimesApply) {
   const std::vector<int32_t> ends = {im_end};
 
   const JsonSchema obj = JsonSchema::any_object();
-  const JsonSchema schema = JsonSchema::parse_text(kBoundedSchema);
+  const JsonSchema schema = JsonSchema::parse_text(json_test::kOrderSchema);
   const std::vector<std::tuple<const char*, const JsonSchema*, std::string>> states = {
       {"start", &obj, ""},
       {"after {", &obj, "{"},
