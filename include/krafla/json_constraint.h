@@ -12,11 +12,12 @@
 // The JSON Schema subset (everything else is refused by name, see JsonSchema::parse):
 //   type            "object", "array", "string", "number", "integer", "boolean", "null", or a
 //                   list of them; absent: the types whose keywords appear, or any value
-//   properties      generated in schema order; required ones always, optional ones may be
-//   required        skipped. Properties not listed are never generated, whatever
-//   additionalProperties says (true, false or a schema). Without "properties", an object is
-//                   free-form: any keys, values of the additionalProperties schema (any JSON
-//                   value when it is true or absent; false allows only {}).
+//   properties, required, additionalProperties
+//                   properties are generated in schema order: required ones always, optional
+//                   ones may be skipped. Properties not listed are never generated, whatever
+//                   additionalProperties says (true, false or a schema). Without "properties"
+//                   an object is free-form: any keys, values of the additionalProperties
+//                   schema (any JSON value when it is true or absent; false allows only {}).
 //   items, minItems, maxItems            arrays (items absent: any JSON value)
 //   minLength, maxLength                 strings, counted in Unicode code points (an escape
 //                   is one; a surrogate pair \uD83D\uDE00 is one)

@@ -80,20 +80,21 @@ bool number_complete(const Frame& f) {
 
 bool enum_complete(const Node& n, const Frame& f) { return n.texts[f.a].size() == f.off; }
 
-// A value ended: the frame below moves past it.
+// A value ended: the frame below moves past it. (Its mode says which: kKey for a FreeObject's
+// key string, kValue for a container's value, kStart for the root's.)
 void value_done(Stack& s) {
   Frame& f = s.back();
   f.ws = 0;
   switch (f.mode) {
     case kKey:
       f.mode = kColon;
-      return;  // a FreeObject's key string
+      return;
     case kValue:
-      f.mode = kAfterValue;  // Object: f.a moves past the property on ','
-      ++f.a;                 // Array: items; Object: the next property; FreeObject: unused
+      f.mode = kAfterValue;
+      ++f.a;  // Array: one more item; Object: the property after the one written
       return;
     default:
-      f.mode = kFinished;  // Root (kStart)
+      f.mode = kFinished;
   }
 }
 
