@@ -6,17 +6,46 @@
 
 namespace krafla {
 
+// A function call the assistant made, as OpenAI's chat API carries it.
+struct ToolCall {
+  std::string id;         // the call's id ("" when none was given)
+  std::string name;       // the function called
+  std::string arguments;  // its arguments as JSON text (OpenAI's function.arguments)
+};
+
 struct ChatMessage {
-  std::string role;  // system, user, assistant
+  std::string role;  // system, user, assistant, tool
   std::string content;
+  std::vector<ToolCall> tool_calls = {};  // assistant: the calls it made
+  std::string tool_call_id = {};          // tool: the call this message is the result of
+  std::string name = {};                  // tool: the function's name, when the client gave it
+};
+
+// How a template's model writes a tool call in its reply.
+enum class ToolFormat {
+  kNone,        // the template renders no tools
+  kJsonInTags,  // <tool_call>\n{"name": …, "arguments": {…}}\n</tool_call>, one or more
+  kXmlInTags,   // <tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>\n…
+  kJsonReply,   // the whole reply is {"name": …, "parameters": {…}} (one call)
 };
 
 struct ChatTemplate {
   std::string name;
-  // The whole conversation as text (special tokens written out), ending with the assistant
-  // header when add_generation_prompt. Throws krafla::Error on a role the template can't take.
-  std::string (*render)(const std::vector<ChatMessage>& msgs, bool add_generation_prompt);
+  // The renderer behind render(); tools_json as render() takes it.
+  std::string (*render_fn)(const std::vector<ChatMessage>& msgs, bool add_generation_prompt,
+                           std::string_view tools_json);
   std::vector<std::string> stop_tokens;  // token strings that end an assistant turn
+  ToolFormat tool_format = ToolFormat::kNone;
+
+  // The whole conversation as text (special tokens written out), ending with the assistant
+  // header when add_generation_prompt. tools_json is OpenAI's `tools` array as JSON text, its
+  // keys in the client's order (the templates write them as given); "" or "[]": no tools.
+  // Throws krafla::Error on a role the template can't take, and naming the template when it
+  // does not support tools but is given some, a tool message or an assistant's tool calls.
+  std::string render(const std::vector<ChatMessage>& msgs, bool add_generation_prompt,
+                     std::string_view tools_json = {}) const;
+
+  bool supports_tools() const { return tool_format != ToolFormat::kNone; }
 };
 
 // Throws krafla::Error listing the known names when `name` is unknown.
