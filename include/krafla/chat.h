@@ -1,4 +1,5 @@
-// Chat templates rendered by name, as the models' own Jinja chat_template renders them.
+// Chat templates rendered by name, as the models' own Jinja chat_template renders them, and the
+// tool calls of a reply read back from each template's markup (docs/tools.md).
 #pragma once
 #include <string>
 #include <string_view>
@@ -46,11 +47,29 @@ struct ChatTemplate {
                      std::string_view tools_json = {}) const;
 
   bool supports_tools() const { return tool_format != ToolFormat::kNone; }
+  // The text that opens a tool call in a reply ("" without tools), so that a streaming server
+  // can hold text back from where it appears. kJsonReply: "{", which opens a call only at the
+  // start of the reply (after whitespace or <|python_tag|>).
+  std::string_view tool_call_open() const;
 };
 
 // Throws krafla::Error listing the known names when `name` is unknown.
 const ChatTemplate& chat_template(const std::string& name);
 std::vector<std::string> chat_template_names();
+
+// A reply split into its text and the tool calls written in the template's markup.
+struct ToolCallReply {
+  std::string content;          // the reply less its tool-call markup (trimmed when calls
+                                // were found; the reply as it is otherwise)
+  std::vector<ToolCall> calls;  // ids are "": the server names the calls
+};
+
+// Reads the tool calls of a generated reply (docs/tools.md has the rules per format). Markup
+// that does not parse stays in the content; a template without tools returns the reply as
+// content. tools_json (as render() takes it) gives kXmlInTags the parameter types, so that a
+// string parameter "42" stays a string. Throws krafla::Error only for an unknown template.
+ToolCallReply parse_tool_calls(const std::string& template_name, std::string_view text,
+                               std::string_view tools_json = {});
 
 // Hides a reply's reasoning while it streams: drops everything from "<think>" through
 // "</think>" and the newlines after it, whatever way the tags are cut across pushes.

@@ -150,6 +150,19 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& msgs, bool add_
   return render_fn(msgs, add_generation_prompt, tools_json);
 }
 
+std::string_view ChatTemplate::tool_call_open() const {
+  switch (tool_format) {
+    case ToolFormat::kJsonInTags:
+    case ToolFormat::kXmlInTags:
+      return "<tool_call>";
+    case ToolFormat::kJsonReply:
+      return "{";
+    case ToolFormat::kNone:
+      break;
+  }
+  return "";
+}
+
 const ChatTemplate& chat_template(const std::string& name) {
   for (const auto& t : all())
     if (t.name == name) return t;
