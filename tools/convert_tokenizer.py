@@ -118,6 +118,10 @@ def guess_chat_template(tok_json: dict[str, Any], tok_cfg: dict[str, Any]) -> st
     if "<|im_start|>" in tmpl:
         return _chatml_kind(tmpl)
     if "<|start_header_id|>" in tmpl or (not tmpl and "<|start_header_id|>" in ids):
+        # Llama 3.1/3.3's own template (tools, a dated system turn); Llama 3.2's dates it today
+        # (strftime_now), which llama3.1 does not, so it stays llama3.
+        if "Environment: ipython" in tmpl and "strftime_now" not in tmpl:
+            return "llama3.1"
         return "llama3"
     if "<|user|>" in tmpl:
         return "zephyr"

@@ -55,8 +55,12 @@ std::string guess_chat_template(std::string_view tmpl,
                                 const std::function<bool(std::string_view)>& has_token,
                                 size_t n_tokens) {
   if (has(tmpl, "<|im_start|>")) return chatml_kind(tmpl);
-  if (has(tmpl, "<|start_header_id|>") || (tmpl.empty() && has_token("<|start_header_id|>")))
+  if (has(tmpl, "<|start_header_id|>") || (tmpl.empty() && has_token("<|start_header_id|>"))) {
+    // Llama 3.1/3.3's own template (tools, a dated system turn); Llama 3.2's dates it today
+    // (strftime_now), which llama3.1 does not, so it stays llama3.
+    if (has(tmpl, "Environment: ipython") && !has(tmpl, "strftime_now")) return "llama3.1";
     return "llama3";
+  }
   if (has(tmpl, "<|user|>")) return "zephyr";
   if (has(tmpl, "<start_of_turn>")) return "gemma";
   if (has(tmpl, "[INST]") ||

@@ -1,10 +1,13 @@
-"""Tests of the chat-template guess for Qwen3.5 (tools/convert_tokenizer.py).
+"""Tests of the chat-template guess for Qwen3.5, Qwen2.5 and Llama 3.1
+(tools/convert_tokenizer.py).
 
 Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: Qwen3.5's published chat_template.jinja (tests/unit/chat/qwen3_5.jinja) is named
 qwen3.5 and Qwen3's is still qwen3, whether the template sits in tokenizer_config.json or in a
 chat_template.jinja beside it (the config's own template wins), and the derived qwen3_5
-tokenizer of scripts/fetch_tokenizers.sh.
+tokenizer of scripts/fetch_tokenizers.sh; Llama 3.1's own template (llama3_1.jinja) is
+llama3.1 while a Llama 3.2-style one (dated today with strftime_now) stays llama3; Qwen2.5's
+(qwen2_5.jinja) is qwen.
 """
 from __future__ import annotations
 
@@ -29,6 +32,23 @@ PLAIN = {"model": {"vocab": {"a": 0}}}
 def _qwen3_template() -> str:
     with open(os.path.join(TOKS, "qwen3", "tokenizer_config.json"), encoding="utf-8") as f:
         return json.load(f)["chat_template"]
+
+
+def _chat_file(name: str) -> str:
+    with open(os.path.join(REPO, "tests", "unit", "chat", name), encoding="utf-8") as f:
+        return f.read()
+
+
+class LlamaQwen25Guess(unittest.TestCase):
+    def test_llama31_template(self):
+        l31 = _chat_file("llama3_1.jinja")
+        self.assertEqual(ctok.guess_chat_template(PLAIN, {"chat_template": l31}), "llama3.1")
+        l32 = "{%- if strftime_now is defined %}" + l31
+        self.assertEqual(ctok.guess_chat_template(PLAIN, {"chat_template": l32}), "llama3")
+
+    def test_qwen25_template(self):
+        q25 = _chat_file("qwen2_5.jinja")
+        self.assertEqual(ctok.guess_chat_template(PLAIN, {"chat_template": q25}), "qwen")
 
 
 class Qwen35Guess(unittest.TestCase):

@@ -55,6 +55,15 @@ TEST(ChatGuess, RealTemplates) {
   const std::string q35 =
       test::read_file(fs::path(KRAFLA_SOURCE_DIR) / "tests/unit/chat/qwen3_5.jinja");
   EXPECT_EQ(guess(q35), "qwen3.5");
+  // Llama 3.1's own template (the npm tokenizer above carries Llama 3's); Llama 3.2's differs
+  // in dating its system turn today.
+  const std::string l31 =
+      test::read_file(fs::path(KRAFLA_SOURCE_DIR) / "tests/unit/chat/llama3_1.jinja");
+  EXPECT_EQ(guess(l31), "llama3.1");
+  EXPECT_EQ(guess("{%- if strftime_now is defined %}" + l31), "llama3");
+  const std::string q25 =
+      test::read_file(fs::path(KRAFLA_SOURCE_DIR) / "tests/unit/chat/qwen2_5.jinja");
+  EXPECT_EQ(guess(q25), "qwen");
 }
 
 }  // namespace
