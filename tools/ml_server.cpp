@@ -25,8 +25,9 @@ namespace {
 struct Args {
   std::string model, chat, alias, pack_cache;
   server::HttpOptions http;
-  int threads = 0, ctx = 0, batch = 128;
+  int threads = 0, ctx = 0, batch = 128, parallel = 4;
   KvType kv = KvType::F32;
+  server::EngineOptions engine;
 };
 
 // Signals are blocked in every thread (the mask is inherited) and taken synchronously by one
@@ -45,11 +46,15 @@ int serve(const Args& a) {
   const double t0 = cli::now_seconds();
   auto model = cli::load_model("ml_server", a.model, a.threads, a.pack_cache);
   const std::string id = a.alias.empty() ? std::filesystem::path(a.model).stem().string() : a.alias;
-  server::Engine engine(*model, {a.threads, a.ctx, a.batch, a.kv}, id, a.chat);
+  server::Engine engine(*model, {a.threads, a.ctx, a.batch, a.kv, a.parallel}, id, a.chat,
+                        a.engine);
   server::HttpServer http(engine, a.http);
   const int port = http.bind();
-  fmt::print(stderr, "ml_server: {} loaded in {:.2f} s; context {} tokens; chat template {}\n",
-             model->describe(), cli::now_seconds() - t0, engine.n_ctx(),
+  fmt::print(stderr,
+             "ml_server: {} loaded in {:.2f} s; {} slots of {} tokens (KV cache up to {:.0f} MiB, "
+             "used as filled); chat template {}\n",
+             model->describe(), cli::now_seconds() - t0, engine.n_slots(), engine.n_ctx(),
+             double(engine.kv_bytes()) / (1 << 20),
              engine.chat_name().empty() ? "none" : engine.chat_name());
   const SamplerParams& d = a.http.defaults.sampler;
   fmt::print(stderr,
@@ -111,6 +116,14 @@ int main(int argc, char** argv) {
     app.add_option("-b,--batch", a.batch, "prompt tokens per forward step (1..128)")
         ->capture_default_str()
         ->check(CLI::Range(1, 128));
+    app.add_option("--parallel", a.parallel,
+                   "requests decoded together, each in its own slot of --ctx tokens")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 256));
+    app.add_option("--timeout", a.engine.timeout,
+                   "seconds a request may take, queueing included (0: no limit)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--max-body", a.http.max_body, "largest request body in bytes")
         ->capture_default_str()
         ->check(CLI::Range(size_t(1024), size_t(1) << 30));

@@ -49,6 +49,7 @@ class Session {
   int n_seqs() const;
   int n_past(int seq = 0) const;
   int n_ctx() const;  // per sequence
+  int n_batch() const;
   int n_threads() const;
   KvType kv_type() const;
   size_t kv_bytes() const;  // the KV caches' size (all sequences; pages are touched as used)

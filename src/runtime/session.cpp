@@ -165,6 +165,7 @@ const Model& Session::model() const { return impl_->model; }
 int Session::n_seqs() const { return int(impl_->seqs.size()); }
 int Session::n_past(int seq) const { return int(impl_->seq(seq).history.size()); }
 int Session::n_ctx() const { return impl_->fwd.n_ctx(); }
+int Session::n_batch() const { return impl_->fwd.n_batch(); }
 int Session::n_threads() const { return impl_->pool.size(); }
 const std::vector<int32_t>& Session::history(int seq) const { return impl_->seq(seq).history; }
 

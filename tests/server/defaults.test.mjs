@@ -34,7 +34,7 @@ test('without flags the defaults are OpenAI\'s', async () => {
 test('--temp 0 and --seed: defaults for requests that leave them out; request values win', async () => {
   const srv = await startServer(['-t', '2', '--temp', '0', '--seed', '11', '-c', '256', '-b', '16']);
   try {
-    assert.match(srv.log(), /context 256 tokens/);  // -c
+    assert.match(srv.log(), /4 slots of 256 tokens/);  // -c
     assert.match(srv.log(), /temperature 0 .* seed 11\n/);
     const greedy = await complete(srv, { temperature: 0 });
     assert.equal(await complete(srv, {}), greedy, '--temp 0 must make requests greedy');

@@ -2,25 +2,88 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 
 #include "krafla/chat.h"
 #include "krafla/error.h"
 #include "krafla/generate.h"
+#include "krafla/sampler.h"
 #include "stop_filter.h"
 
 namespace krafla::server {
 
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+}  // namespace
+
+// One request. The fields above `out` belong to the scheduler thread; `out` onwards are shared
+// with the waiting HTTP thread under Engine::m_.
+struct Job {
+  Job(const CompletionRequest& req, const std::vector<int32_t>& ids, const Tokenizer& tok,
+      const std::vector<int32_t>& stops)
+      : r(req),
+        prompt(ids),
+        sampler(req.sampler),
+        dec(tok, true),
+        filter(req.stop),
+        stop_ids(stops) {}
+
+  const CompletionRequest& r;
+  const std::vector<int32_t>& prompt;
+  Clock::time_point arrived = Clock::now(), started;
+  int slot = -1;
+  size_t fed = 0;     // prompt tokens in the slot's cache
+  int32_t next = -1;  // a sampled token still to feed to the slot, or -1
+  int n_generated = 0;
+  Sampler sampler;
+  Tokenizer::StreamDecoder dec;
+  cli::StopFilter filter;
+  const std::vector<int32_t>& stop_ids;
+
+  std::string out;  // text the HTTP thread has not taken yet
+  bool done = false;
+  RunResult result;
+  std::atomic<bool> cancelled{false};
+  std::condition_variable cv;  // the HTTP thread: text or the end
+};
+
 Engine::Engine(const Model& model, const SessionOptions& opts, std::string model_id,
-               std::string chat_name)
+               std::string chat_name, EngineOptions eo)
     : model_(model),
       model_id_(std::move(model_id)),
       chat_name_(chat_name.empty() ? model.config().chat_template : std::move(chat_name)),
+      eo_(eo),
       session_(model, opts),
-      n_ctx_(session_.n_ctx()) {
+      n_ctx_(session_.n_ctx()),
+      slots_(size_t(session_.n_seqs())) {
   if (!chat_name_.empty()) chat_template(chat_name_);  // an unknown name fails at startup
   chat_stop_ids_ = stop_ids_for(model, chat_name_);
   text_stop_ids_ = stop_ids_for(model, "");
+  stats_.slots = session_.n_seqs();
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  shut_down();
+  thread_.join();
+}
+
+void Engine::shut_down() {
+  {
+    std::lock_guard l(m_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard l(m_);
+  return stats_;
 }
 
 std::vector<int32_t> Engine::prepare(const CompletionRequest& r) const {
@@ -69,44 +132,192 @@ std::vector<int32_t> Engine::prepare(const CompletionRequest& r) const {
 }
 
 RunResult Engine::run(const CompletionRequest& r, const std::vector<int32_t>& prompt,
-                      const std::function<bool(const std::string&)>& on_text) {
-  std::lock_guard lock(queue_);
+                      const std::function<bool(const std::string&)>& on_text,
+                      const std::function<bool()>& alive) {
+  auto job = std::make_shared<Job>(r, prompt, model_.tokenizer(),
+                                   r.endpoint == Endpoint::kChat ? chat_stop_ids_ : text_stop_ids_);
+  std::unique_lock lock(m_);
   if (stopping_) throw ApiError(503, "The server is shutting down.", "server_error");
-  const auto t0 = std::chrono::steady_clock::now();
-  RunResult res;
-  res.usage.prompt_tokens = int(prompt.size());
-  res.usage.cached_tokens = session_.reuse_prefix(prompt);
-  session_.eval(std::span<const int32_t>(prompt).subspan(res.usage.cached_tokens));
+  queue_.push_back(job);
+  ++stats_.queued;
+  wake_.notify_all();
+  for (;;) {
+    job->cv.wait_for(lock, std::chrono::milliseconds(250),
+                     [&] { return job->done || !job->out.empty(); });
+    if (!job->out.empty()) {
+      std::string text = std::move(job->out);
+      job->out.clear();
+      lock.unlock();
+      const bool ok = on_text(text);
+      lock.lock();
+      if (!ok) job->cancelled = true;
+      continue;  // everything is taken before the end is reported
+    }
+    if (job->done) break;
+    if (alive && !job->cancelled) {
+      lock.unlock();
+      const bool ok = alive();
+      lock.lock();
+      if (!ok) job->cancelled = true;
+    }
+    if (job->cancelled) wake_.notify_all();
+  }
+  if (job->result.finish_reason == "shutdown" && job->slot < 0)
+    throw ApiError(503, "The server is shutting down.", "server_error");
+  return job->result;
+}
 
-  Sampler sampler(r.sampler);
-  GenerateOptions go;
-  go.max_tokens = r.max_tokens;
-  go.stop_ids = r.endpoint == Endpoint::kChat ? chat_stop_ids_ : text_stop_ids_;
-  cli::StopFilter filter(r.stop);
-  bool cancelled = false;
-  auto emit = [&](const std::string& text) {
-    if (!text.empty() && !on_text(text)) cancelled = true;
-  };
-  const GenerateResult g = generate(session_, sampler, go, [&](int32_t, const std::string& text) {
-    if (filter.hit() || cancelled) return false;  // generate's final flush after a cut
-    emit(filter.push(text));
-    return !filter.hit() && !cancelled && !stopping_;
-  });
-  if (!filter.hit() && !cancelled) emit(filter.flush());
+// Queued jobs take free slots, in arrival order; each takes the free slot whose cached tokens
+// share the longest prefix with its prompt. Runs under m_.
+void Engine::admit() {
+  for (int s = 0; s < int(slots_.size()) && !queue_.empty(); ++s) {
+    if (slots_[s]) continue;
+    std::shared_ptr<Job> j = queue_.front();
+    queue_.pop_front();
+    --stats_.queued;
+    if (j->cancelled) {
+      j->result.finish_reason = "cancelled";
+      j->done = true;
+      j->cv.notify_all();
+      --s;  // the slot is still free
+      continue;
+    }
+    int best = s, best_len = -1;
+    for (int t = 0; t < int(slots_.size()); ++t) {
+      if (slots_[t]) continue;
+      const int len = session_.shared_prefix(j->prompt, t);
+      if (len > best_len) best = t, best_len = len;
+    }
+    j->slot = best;
+    j->started = Clock::now();
+    j->result.queued = std::chrono::duration<double>(j->started - j->arrived).count();
+    j->fed = size_t(session_.reuse_prefix(j->prompt, best));
+    j->result.usage.prompt_tokens = int(j->prompt.size());
+    j->result.usage.cached_tokens = int(j->fed);
+    ++stats_.requests;
+    ++stats_.active;
+    stats_.prompt_tokens += j->prompt.size();
+    stats_.cached_tokens += j->fed;
+    slots_[best] = std::move(j);
+    s = -1;  // rescan: the slot chosen may not be s
+  }
+}
 
-  res.usage.completion_tokens = g.n_tokens;
-  if (filter.hit())
-    res.finish_reason = "stop";
-  else if (cancelled)
-    res.finish_reason = "cancelled";
-  else if (g.finish_reason == "cancelled")
-    res.finish_reason = stopping_ ? "shutdown" : "cancelled";
-  else if (g.finish_reason == "context")
-    res.finish_reason = "length";  // OpenAI has no separate reason for a full context
-  else
-    res.finish_reason = g.finish_reason;
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return res;
+void Engine::loop() {
+  for (;;) {
+    bool stop;
+    {
+      std::unique_lock lock(m_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || stats_.active > 0; });
+      stop = stopping_;
+      if (stop) {
+        for (auto& j : queue_) {
+          j->result.finish_reason = "shutdown";
+          j->done = true;
+          j->cv.notify_all();
+        }
+        queue_.clear();
+        stats_.queued = 0;
+        if (stats_.active == 0) return;
+      } else {
+        admit();
+      }
+    }
+    // Jobs whose client went away, that ran out of time, or that shutdown cuts short.
+    for (auto& j : slots_) {
+      if (!j) continue;
+      if (stop)
+        finish(*j, "shutdown");
+      else if (j->cancelled)
+        finish(*j, "cancelled");
+      else if (eo_.timeout > 0 && seconds_since(j->arrived) > eo_.timeout)
+        finish(*j, "timeout");
+    }
+    step();
+  }
+}
+
+// One forward step: the token each generating slot sampled last, then prompt chunks of the
+// slots still reading their prompt, up to n_batch rows in all (decoding slots never wait for a
+// long prompt to finish).
+void Engine::step() {
+  std::vector<SeqTokens> work;
+  std::vector<Job*> fresh;  // jobs this step gives new logits
+  int rows = 0, prompt_rows = 0;
+  for (auto& j : slots_)
+    if (j && j->next >= 0) {
+      work.push_back({j->slot, std::span<const int32_t>(&j->next, 1)});
+      fresh.push_back(j.get());
+      ++rows;
+    }
+  std::vector<std::pair<Job*, int>> chunks;
+  for (auto& j : slots_) {
+    const int budget = session_.n_batch() - rows;
+    if (budget <= 0) break;
+    if (!j || j->next >= 0 || j->fed >= j->prompt.size()) continue;
+    const int m = int(std::min<size_t>(j->prompt.size() - j->fed, size_t(budget)));
+    work.push_back({j->slot, std::span<const int32_t>(j->prompt).subspan(j->fed, size_t(m))});
+    chunks.push_back({j.get(), m});
+    rows += m;
+    prompt_rows += m;
+  }
+  if (work.empty()) return;
+  const auto t0 = Clock::now();
+  session_.eval_batch(work);
+  const double dt = seconds_since(t0);
+  {
+    std::lock_guard l(m_);
+    ++stats_.steps;
+    (prompt_rows ? stats_.prefill_seconds : stats_.decode_seconds) += dt;
+    stats_.prefill_step_tokens += prompt_rows;
+    stats_.decode_step_tokens += rows - prompt_rows;
+  }
+  for (Job* j : fresh) j->next = -1;
+  for (auto [j, m] : chunks) {
+    j->fed += size_t(m);
+    if (j->fed == j->prompt.size()) fresh.push_back(j);
+  }
+  for (Job* j : fresh) advance(*j);
+}
+
+void Engine::emit(Job& j, const std::string& text) {
+  if (text.empty()) return;
+  {
+    std::lock_guard l(m_);
+    j.out += text;
+  }
+  j.cv.notify_all();
+}
+
+// After a step gave j's slot fresh logits: the next token, as generate() would pick it.
+void Engine::advance(Job& j) {
+  if (j.r.max_tokens >= 0 && j.n_generated >= j.r.max_tokens) return finish(j, "length");
+  const int32_t id = j.sampler.sample(session_.logits(j.slot), session_.history(j.slot));
+  if (std::find(j.stop_ids.begin(), j.stop_ids.end(), id) != j.stop_ids.end())
+    return finish(j, "stop");
+  ++j.n_generated;
+  emit(j, j.filter.push(j.dec.push(id)));
+  if (j.filter.hit()) return finish(j, "stop");
+  if (session_.n_past(j.slot) >= n_ctx_) return finish(j, "length");  // the context is full
+  j.next = id;
+}
+
+void Engine::finish(Job& j, const std::string& reason) {
+  if (reason != "cancelled" && !j.filter.hit()) {
+    std::string tail = j.filter.push(j.dec.flush());
+    if (!j.filter.hit()) tail += j.filter.flush();
+    emit(j, tail);
+  }
+  const int slot = j.slot;
+  std::shared_ptr<Job> keep = std::move(slots_[slot]);  // the slot is free from here on
+  std::lock_guard l(m_);
+  j.result.finish_reason = j.filter.hit() ? "stop" : reason;
+  j.result.usage.completion_tokens = j.n_generated;
+  j.result.seconds = seconds_since(j.started);
+  j.done = true;
+  --stats_.active;
+  stats_.generated_tokens += uint64_t(j.n_generated);
+  j.cv.notify_all();
 }
 
 }  // namespace krafla::server

@@ -1,14 +1,20 @@
-// The one model and the one session behind the server. Requests are tokenized and checked
-// concurrently, then run strictly one at a time in arrival order (FifoLock is the queue:
-// waiting clients block, none are turned away). The session's KV cache outlives each request,
-// so a request whose prompt starts like the previous prompt + reply only computes the new tokens.
+// The one model and the slots that serve it. Requests are tokenized and checked concurrently
+// by the HTTP threads; a scheduler thread then runs them in `--parallel` slots, each a sequence
+// of one Session: every step evaluates the next token of every generating slot together with
+// prompt chunks of slots still reading their prompt (continuous batching), so N clients share
+// each pass over the weights. A slot keeps its KV cache after its request ends, and a new
+// request takes the free slot whose cache shares the longest prefix with its prompt. Requests
+// beyond the slots wait in arrival order; none is turned away.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "krafla/model.h"
@@ -20,65 +26,82 @@ namespace krafla::server {
 
 struct RunResult {
   Usage usage;
-  // stop, length, cancelled (the client went away) or shutdown (SIGINT/SIGTERM cut it short)
+  // stop, length, cancelled (the client went away), timeout (--timeout) or shutdown
+  // (SIGINT/SIGTERM cut it short)
   std::string finish_reason;
-  double seconds = 0;  // queue wait excluded
+  double seconds = 0;  // from taking a slot to the end (queue wait excluded)
+  double queued = 0;   // seconds waiting for a slot
 };
 
-// A mutex that admits waiters in arrival order (std::mutex promises no order, so under steady
-// load one unlucky client could wait indefinitely). Meets BasicLockable for std::lock_guard.
-class FifoLock {
- public:
-  void lock() {
-    std::unique_lock l(m_);
-    const uint64_t ticket = next_++;
-    cv_.wait(l, [&] { return serving_ == ticket; });
-  }
-  void unlock() {
-    {
-      std::lock_guard l(m_);
-      ++serving_;
-    }
-    cv_.notify_all();
-  }
+struct EngineOptions {
+  double timeout = 0;  // seconds a request may take from its arrival; 0: no limit
+};
 
- private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  uint64_t next_ = 0, serving_ = 0;
+// What the scheduler and the waiting HTTP thread share for one request (engine.cpp).
+struct Job;
+
+// Counters for GET /metrics, read while the engine runs.
+struct EngineStats {
+  uint64_t requests = 0, prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
+  uint64_t steps = 0;                              // forward steps of the scheduler
+  double prefill_seconds = 0, decode_seconds = 0;  // time in steps with / without prompt rows
+  uint64_t prefill_step_tokens = 0, decode_step_tokens = 0;
+  int queued = 0, active = 0, slots = 0;
 };
 
 class Engine {
  public:
   // `chat_name` overrides the model's own template ("" keeps it; the model may name none).
+  // opts.n_seqs is the number of slots.
   Engine(const Model& model, const SessionOptions& opts, std::string model_id,
-         std::string chat_name);
+         std::string chat_name, EngineOptions eo = {});
+  ~Engine();
 
   // The prompt's token ids. Throws ApiError: unknown model (404), a template that cannot take
   // the messages, ids outside the vocabulary, or a prompt that leaves no room in the context.
   std::vector<int32_t> prepare(const CompletionRequest& r) const;
 
-  // Waits for its turn, then generates. on_text receives valid UTF-8 pieces with stop strings
-  // already cut; returning false cancels (the client disconnected).
+  // Queues the request, then blocks until it ends, calling on_text in the calling thread with
+  // valid UTF-8 pieces (stop strings already cut); returning false cancels (the client went
+  // away), and so does `alive` returning false (asked a few times a second while waiting).
+  // Throws ApiError 503 when the server is shutting down before the request got a slot.
   RunResult run(const CompletionRequest& r, const std::vector<int32_t>& prompt,
-                const std::function<bool(const std::string&)>& on_text);
+                const std::function<bool(const std::string&)>& on_text,
+                const std::function<bool()>& alive = {});
 
-  // Ends the running generation and refuses nothing else: called on SIGINT/SIGTERM.
-  void shut_down() { stopping_ = true; }
+  // Ends every running generation and refuses new ones: called on SIGINT/SIGTERM.
+  void shut_down();
 
   const std::string& model_id() const { return model_id_; }
   const std::string& chat_name() const { return chat_name_; }
   int n_ctx() const { return n_ctx_; }
+  int n_slots() const { return session_.n_seqs(); }
+  size_t kv_bytes() const { return session_.kv_bytes(); }
+  EngineStats stats() const;
 
  private:
+  void loop();           // the scheduler thread
+  void admit();          // queued jobs into free slots
+  void step();           // one forward step over the active slots
+  void advance(Job& j);  // sample j's next token after a step
+  void emit(Job& j, const std::string& text);
+  void finish(Job& j, const std::string& reason);  // frees j's slot
+
   const Model& model_;
   std::string model_id_;
   std::string chat_name_;
   std::vector<int32_t> chat_stop_ids_, text_stop_ids_;
-  FifoLock queue_;  // guards session_: the request queue
-  Session session_;
+  EngineOptions eo_;
+  Session session_;  // one sequence per slot; used by the scheduler thread only
   int n_ctx_;
-  std::atomic<bool> stopping_{false};
+
+  mutable std::mutex m_;          // guards queue_, stats_, stopping_ and the jobs' shared fields
+  std::condition_variable wake_;  // the scheduler: work arrived or shutdown
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<std::shared_ptr<Job>> slots_;  // [n_slots] the job in each slot, or null
+  EngineStats stats_;
+  bool stopping_ = false;
+  std::thread thread_;
 };
 
 }  // namespace krafla::server

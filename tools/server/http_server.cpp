@@ -1,8 +1,12 @@
 #include "server/http_server.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
 #include <fmt/format.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -67,9 +71,9 @@ void check_api_key(const Request& req, const std::string& key) {
 void log_run(const std::string& method, const std::string& path, bool stream, const RunResult& r) {
   fmt::print(stderr,
              "ml_server: {} {}{}: prompt {} tokens ({} cached), {} generated, {}, "
-             "{:.3f} s\n",
+             "{:.3f} s (+{:.3f} s queued)\n",
              method, path, stream ? " (stream)" : "", r.usage.prompt_tokens, r.usage.cached_tokens,
-             r.usage.completion_tokens, r.finish_reason, r.seconds);
+             r.usage.completion_tokens, r.finish_reason, r.seconds, r.queued);
 }
 
 // Keeps each log line one line, whatever the client sent (paths and messages quote it).
@@ -95,6 +99,61 @@ ApiError shutdown_error(const RunResult& rr) {
                   "server_error");
 }
 
+// The socket of the connection `req` arrived on, or -1: httplib 0.11 hands handlers no socket,
+// so the process's sockets are matched by their two addresses (one lookup per request).
+int client_socket(const Request& req) {
+  DIR* d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int found = -1;
+  while (dirent* e = readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    sockaddr_storage peer{}, local{};
+    socklen_t pl = sizeof(peer), ll = sizeof(local);
+    if (fd <= 2 || getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0)
+      continue;
+    auto port_addr = [](const sockaddr_storage& a, std::string& ip) -> int {
+      char buf[INET6_ADDRSTRLEN] = "";
+      if (a.ss_family == AF_INET) {
+        auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+        inet_ntop(AF_INET, &v4->sin_addr, buf, sizeof(buf));
+        ip = buf;
+        return ntohs(v4->sin_port);
+      }
+      if (a.ss_family == AF_INET6) {
+        auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+        inet_ntop(AF_INET6, &v6->sin6_addr, buf, sizeof(buf));
+        ip = buf;
+        return ntohs(v6->sin6_port);
+      }
+      return -1;
+    };
+    std::string pip, lip;
+    if (port_addr(peer, pip) == req.remote_port && pip == req.remote_addr &&
+        port_addr(local, lip) == req.local_port) {
+      found = fd;
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+// Whether the client is still there: a closed connection reads as end-of-file. Bytes waiting
+// (a pipelined request) count as there.
+bool client_alive(int fd) {
+  if (fd < 0) return true;
+  char c;
+  const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+}
+
+// What a client sees as finish_reason: OpenAI has none for a timeout, which cuts the reply
+// short as a token limit does.
+std::string client_finish(const RunResult& r) {
+  return r.finish_reason == "timeout" ? "length" : r.finish_reason;
+}
+
 // One streamed request: everything the content provider needs after the handler returned.
 struct StreamJob {
   CompletionRequest request;
@@ -102,6 +161,7 @@ struct StreamJob {
   ResponseMeta meta;
   std::string method, path;
   bool log = true;
+  int socket = -1;  // the client's connection (client_socket)
 };
 
 }  // namespace
@@ -181,9 +241,12 @@ void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& 
   if (!alive) return;
   RunResult rr;
   try {
-    rr = engine.run(r, job.prompt, [&](const std::string& text) {
-      return write(sse_event(chunk_json(job.meta, text, false, "", r.include_usage)));
-    });
+    rr = engine.run(
+        r, job.prompt,
+        [&](const std::string& text) {
+          return write(sse_event(chunk_json(job.meta, text, false, "", r.include_usage)));
+        },
+        [&] { return client_alive(job.socket); });
   } catch (const ApiError& e) {
     return fail(e);
   } catch (const std::exception& e) {
@@ -192,7 +255,7 @@ void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& 
   if (job.log) log_run(job.method, job.path, true, rr);
   if (rr.finish_reason == "cancelled") return;
   if (rr.finish_reason == "shutdown") return fail(shutdown_error(rr));
-  write(sse_event(chunk_json(job.meta, "", false, rr.finish_reason, r.include_usage)));
+  write(sse_event(chunk_json(job.meta, "", false, client_finish(rr), r.include_usage)));
   if (r.include_usage) write(sse_event(usage_chunk_json(job.meta, rr.usage)));
   write(kSseDone);
 }
@@ -204,9 +267,9 @@ void HttpServer::completion(const httplib::Request& req, httplib::Response& res,
   std::vector<int32_t> prompt = engine_.prepare(r);
   ResponseMeta meta = new_meta(ep, engine_.model_id());
   if (r.stream) {
-    auto job =
-        std::make_shared<StreamJob>(StreamJob{std::move(r), std::move(prompt), std::move(meta),
-                                              req.method, req.path, opts_.log_requests});
+    auto job = std::make_shared<StreamJob>(StreamJob{std::move(r), std::move(prompt),
+                                                     std::move(meta), req.method, req.path,
+                                                     opts_.log_requests, client_socket(req)});
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");  // proxies: pass events through at once
     res.set_chunked_content_provider("text/event-stream",
@@ -218,13 +281,18 @@ void HttpServer::completion(const httplib::Request& req, httplib::Response& res,
     return;
   }
   std::string text;
-  const RunResult rr = engine_.run(r, prompt, [&](const std::string& t) {
-    text += t;
-    return true;
-  });
+  const int socket = client_socket(req);
+  const RunResult rr = engine_.run(
+      r, prompt,
+      [&](const std::string& t) {
+        text += t;
+        return true;
+      },
+      [&] { return client_alive(socket); });
   if (opts_.log_requests) log_run(req.method, req.path, false, rr);
-  if (rr.finish_reason == "shutdown" || rr.finish_reason == "cancelled") throw shutdown_error(rr);
-  send_json(res, completion_json(meta, text, rr.finish_reason, rr.usage));
+  if (rr.finish_reason == "cancelled") return;  // nobody is there to read a reply
+  if (rr.finish_reason == "shutdown") throw shutdown_error(rr);
+  send_json(res, completion_json(meta, text, client_finish(rr), rr.usage));
 }
 
 void HttpServer::routes() {
