@@ -20,6 +20,7 @@ const { values: opt } = parseArgs({
     concurrency: { type: 'string', default: '8' },
     'max-tokens': { type: 'string', default: '16' },
     threads: { type: 'string', default: '2' },
+    parallel: { type: 'string', default: '' },  // ml_server --parallel (default: its own)
     'time-limit': { type: 'string', default: '240' },  // seconds for the whole run
   },
 });
@@ -35,7 +36,9 @@ function fail(msg) {
 // Starts ml_server on a free port when --server is given; resolves to its base URL.
 function startServer() {
   if (!opt.model) fail('--server needs --model FILE.mlb');
-  const proc = spawn(opt.server, ['-m', opt.model, '--port', '0', '-t', opt.threads, '--ctx', '512', '-q'],
+  const args = ['-m', opt.model, '--port', '0', '-t', opt.threads, '--ctx', '512', '-q'];
+  if (opt.parallel) args.push('--parallel', opt.parallel);
+  const proc = spawn(opt.server, args,
     { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   return new Promise((resolve, reject) => {

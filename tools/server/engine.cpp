@@ -141,47 +141,61 @@ RunResult Engine::run(const CompletionRequest& r, const std::vector<int32_t>& pr
   queue_.push_back(job);
   ++stats_.queued;
   wake_.notify_all();
+  auto last_check = Clock::now();
   for (;;) {
     job->cv.wait_for(lock, std::chrono::milliseconds(250),
                      [&] { return job->done || !job->out.empty(); });
+    bool ok = true;
     if (!job->out.empty()) {
       std::string text = std::move(job->out);
       job->out.clear();
       lock.unlock();
-      const bool ok = on_text(text);
+      ok = on_text(text);
       lock.lock();
-      if (!ok) job->cancelled = true;
-      continue;  // everything is taken before the end is reported
+    } else if (job->done) {
+      break;  // everything was taken before the end is reported
     }
-    if (job->done) break;
-    if (alive && !job->cancelled) {
+    if (ok && alive && seconds_since(last_check) >= 0.25) {
+      last_check = Clock::now();
       lock.unlock();
-      const bool ok = alive();
+      ok = alive();
       lock.lock();
-      if (!ok) job->cancelled = true;
     }
-    if (job->cancelled) wake_.notify_all();
+    if (!ok && !job->cancelled) {
+      job->cancelled = true;
+      wake_.notify_all();
+    }
   }
   if (job->result.finish_reason == "shutdown" && job->slot < 0)
     throw ApiError(503, "The server is shutting down.", "server_error");
+  if (job->result.finish_reason == "timeout" && job->slot < 0)
+    throw ApiError(503,
+                   fmt::format("The request waited {:.0f} s for one of the {} slots and ran out "
+                               "of time (ml_server --timeout); try again later.",
+                               job->result.queued, slots_.size()),
+                   "server_error", "", "server_busy");
   return job->result;
 }
 
 // Queued jobs take free slots, in arrival order; each takes the free slot whose cached tokens
 // share the longest prefix with its prompt. Runs under m_.
 void Engine::admit() {
+  // Waiting jobs whose client left or whose time ran out end without a slot.
+  std::erase_if(queue_, [&](const std::shared_ptr<Job>& j) {
+    const bool late = eo_.timeout > 0 && seconds_since(j->arrived) > eo_.timeout;
+    if (!j->cancelled && !late) return false;
+    j->result.finish_reason = j->cancelled ? "cancelled" : "timeout";
+    j->result.queued = seconds_since(j->arrived);
+    j->done = true;
+    j->cv.notify_all();
+    --stats_.queued;
+    return true;
+  });
   for (int s = 0; s < int(slots_.size()) && !queue_.empty(); ++s) {
     if (slots_[s]) continue;
     std::shared_ptr<Job> j = queue_.front();
     queue_.pop_front();
     --stats_.queued;
-    if (j->cancelled) {
-      j->result.finish_reason = "cancelled";
-      j->done = true;
-      j->cv.notify_all();
-      --s;  // the slot is still free
-      continue;
-    }
     int best = s, best_len = -1;
     for (int t = 0; t < int(slots_.size()); ++t) {
       if (slots_[t]) continue;

@@ -14,6 +14,7 @@
 #include <ctime>
 
 #include "krafla/error.h"
+#include "server/metrics.h"
 #include "server/openai.h"
 
 namespace krafla::server {
@@ -337,6 +338,10 @@ void HttpServer::routes() {
   // What a browser or curl sees at the bare address: which server, which model, where to go.
   s.Get("/", guarded([this](const Request&, Response& res) {
           send_json(res, server_info_json(engine_.model_id()));
+        }));
+  s.Get("/metrics", guarded([this](const Request&, Response& res) {
+          res.set_content(metrics_text(engine_.stats(), engine_.model_id()),
+                          "text/plain; version=0.0.4; charset=utf-8");
         }));
   s.Get("/health", [](const Request&, Response& res) { send_json(res, Json{{"status", "ok"}}); });
   s.Options(".*", [](const Request& req, Response& res) {

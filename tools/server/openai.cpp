@@ -113,7 +113,7 @@ Json server_info_json(const std::string& model_id) {
               {"model", model_id},
               {"endpoints",
                {"POST /v1/chat/completions", "POST /v1/completions", "GET /v1/models",
-                "GET /v1/models/{model}", "GET /health"}}};
+                "GET /v1/models/{model}", "GET /health", "GET /metrics"}}};
 }
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
