@@ -94,7 +94,8 @@ test('unknown and unimplemented fields are refused by name; metadata is accepted
     [{ min_p: 2 }, 'min_p', 'invalid_value'],
     [{ mirostat: 2 }, 'mirostat', 'unsupported_parameter'],
     [{ grammar: 'root ::= "a"' }, 'grammar', 'unsupported_parameter'],
-    [{ logprobs: true }, 'logprobs', 'unsupported_parameter'],
+    [{ logprobs: 6 }, 'logprobs', 'invalid_value'],
+    [{ logit_bias: { 5: 1 } }, 'logit_bias', 'unsupported_parameter'],
   ];
   for (const [extra, param, code] of cases) {
     const r = await post('/v1/completions', { prompt: 'a', max_tokens: 1, ...extra });

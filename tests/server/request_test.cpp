@@ -99,13 +99,23 @@ TEST(Request, ErrorsNameTheField) {
       {chat_with(R"("max_tokens": 1.5)"), "max_tokens", "invalid_type"},
       {chat_with(R"("stop": [1])"), "stop", "invalid_type"},
       {chat_with(R"("stream": 1)"), "stream", "invalid_type"},
-      {chat_with(R"("n": 3)"), "n", "unsupported_parameter"},
+      {chat_with(R"("n": 17)"), "n", "invalid_value"},
       {chat_with(R"("presence_penalty": 1)"), "presence_penalty", "unsupported_parameter"},
-      {chat_with(R"("tools": [{"type": "function"}])"), "tools", "unsupported_parameter"},
-      {chat_with(R"("logprobs": true)"), "logprobs", "unsupported_parameter"},
+      {chat_with(R"("tools": [{"type": "function"}])"), "tools[0].function", "invalid_value"},
+      {chat_with(R"("tools": {"type": "function"})"), "tools", "invalid_type"},
+      {chat_with(R"("top_logprobs": 3)"), "top_logprobs", "invalid_value"},
+      {chat_with(R"("logprobs": true, "top_logprobs": 21)"), "top_logprobs", "invalid_value"},
+      {chat_with(R"("response_format": {"type": "json_schema", "json_schema": {"name": "x",
+         "schema": {"type": "string", "pattern": "a+"}}})"),
+       "response_format", "invalid_value"},
+      {chat_with(R"("response_format": {"type": "xml"})"), "response_format", "invalid_value"},
       {chat_with(R"("model": 3)"), "model", "invalid_type"},
-      {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].role",
+      {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].tool_call_id",
+       "missing_required_parameter"},
+      {R"({"messages": [{"role": "function", "content": "x"}]})", "messages[0].role",
        "unsupported_parameter"},
+      {R"({"messages": [{"role": "user", "content": "x", "tool_calls": []}]})",
+       "messages[0].tool_calls", "unsupported_parameter"},
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
        "messages[0].content", "unsupported_parameter"},
   };
@@ -118,6 +128,48 @@ TEST(Request, ErrorsNameTheField) {
   EXPECT_EQ(error_of(R"({"prompt": ["a", "b"]})", Endpoint::kCompletion).param, "prompt");
   EXPECT_EQ(error_of(R"({"prompt": [-1]})", Endpoint::kCompletion).code, "invalid_value");
   EXPECT_EQ(error_of(R"({"prompt": "a", "echo": true})", Endpoint::kCompletion).param, "echo");
+  EXPECT_EQ(error_of(R"({"prompt": "a", "logprobs": 6})", Endpoint::kCompletion).code,
+            "invalid_value");
+}
+
+// n, logprobs, response_format and tools as the server reads them.
+TEST(Request, ChoicesLogprobsFormatAndTools) {
+  const CompletionRequest r =
+      parse_request(chat_with(R"("n": 3, "logprobs": true, "top_logprobs": 5,
+                   "response_format": {"type": "json_schema", "json_schema": {"name": "p",
+                     "schema": {"type": "object", "properties": {"z": {"type": "integer"},
+                       "a": {"type": "boolean"}}, "required": ["z", "a"]}}},
+                   "tools": [{"type": "function", "function": {"name": "f", "parameters":
+                     {"type": "object", "properties": {"y": {}, "b": {}}}}}])"),
+                    Endpoint::kChat);
+  EXPECT_EQ(r.n, 3);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 5);
+  ASSERT_TRUE(r.format.has_value());
+  JsonMatcher m(*r.format);
+  EXPECT_TRUE(m.accept(R"({"z":1,"a":true})"));  // the schema's property order, not sorted
+  EXPECT_TRUE(m.done());
+  EXPECT_NE(r.tools_json.find(R"("y":{},"b":{})"), std::string::npos) << r.tools_json;
+  // tool_choice "none": the tools are not shown to the model.
+  EXPECT_EQ(parse_request(chat_with(R"("tools": [{"type": "function", "function": {"name": "f"}}],
+                                     "tool_choice": "none")"),
+                          Endpoint::kChat)
+                .tools_json,
+            "");
+  const CompletionRequest t = parse_request(text_with(R"("logprobs": 2)"), Endpoint::kCompletion);
+  EXPECT_TRUE(t.logprobs);
+  EXPECT_EQ(t.top_logprobs, 2);
+  const CompletionRequest turn = parse_request(
+      R"({"messages": [{"role": "user", "content": "hi"},
+          {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "f", "arguments": "{\"y\": 1}"}}]},
+          {"role": "tool", "tool_call_id": "c1", "content": "42"}]})",
+      Endpoint::kChat);
+  ASSERT_EQ(turn.messages.size(), 3u);
+  ASSERT_EQ(turn.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(turn.messages[1].tool_calls[0].name, "f");
+  EXPECT_EQ(turn.messages[1].tool_calls[0].arguments, R"({"y": 1})");
+  EXPECT_EQ(turn.messages[2].tool_call_id, "c1");
 }
 
 TEST(Request, MinP) {
@@ -142,13 +194,11 @@ TEST(RequestFields, UnknownAndUnimplementedAreRefusedByName) {
       {R"("tool_choice": "required")", "tool_choice"},
       {R"("functions": [{"name": "f"}])", "functions"},
       {R"("function_call": {"name": "f"})", "function_call"},
-      {R"("response_format": {"type": "json_object"})", "response_format"},
       {R"("audio": {"voice": "alloy"})", "audio"},
       {R"("modalities": ["text", "audio"])", "modalities"},
       {R"("reasoning_effort": "low")", "reasoning_effort"},
       {R"("verbosity": "low")", "verbosity"},
       {R"("web_search_options": {})", "web_search_options"},
-      {R"("top_logprobs": 3)", "top_logprobs"},
       {R"("best_of": 1)", "best_of"},  // a completions field sent to chat
       {R"("prompt": "x")", "prompt"},  // likewise
       {R"("stream_options": {"include_usage": true, "chunk_size": 3})",
@@ -164,7 +214,6 @@ TEST(RequestFields, UnknownAndUnimplementedAreRefusedByName) {
   for (const auto& [extra, param] : std::vector<std::pair<std::string, std::string>>{
            {R"("messages": [])", "messages"},
            {R"("tools": [{"type": "function"}])", "tools"},
-           {R"("logprobs": 2)", "logprobs"},
            {R"("echo": true)", "echo"},
            {R"("suffix": "end")", "suffix"},
            {R"("mirostat": 2)", "mirostat"}}) {
@@ -221,8 +270,6 @@ TEST(RequestFields, MessageFields) {
   EXPECT_EQ(r.messages.at(1).content, "a");
   for (const auto& [message, param] : std::vector<std::pair<std::string, std::string>>{
            {R"({"role": "user", "content": "b", "name": "Ann"})", "messages[1].name"},
-           {R"({"role": "assistant", "content": "b", "tool_calls": [{"id": "1"}]})",
-            "messages[1].tool_calls"},
            {R"({"role": "user", "content": "b", "mood": "calm"})", "messages[1].mood"}}) {
     const ApiError e = error_of(chat(message));
     EXPECT_EQ(e.param, param) << message;
@@ -230,6 +277,9 @@ TEST(RequestFields, MessageFields) {
   }
   EXPECT_EQ(error_of(chat(R"({"role": "assistant", "content": "b", "refusal": 3})")).code,
             "invalid_type");
+  const ApiError e = error_of(chat(R"({"role": "assistant", "content": "b", "tool_calls": [{"id": "1"}]})"));
+  EXPECT_EQ(e.param, "messages[1].tool_calls[0].function");
+  EXPECT_EQ(e.code, "invalid_type");
 }
 
 TEST(RequestDefaultsTest, ServerDefaultsFillWhatTheRequestLeavesOut) {
@@ -291,12 +341,12 @@ TEST(RequestFields, DocumentedInServerMd) {
 TEST(OpenAiShapes, ChunksAndErrors) {
   ResponseMeta m = new_meta(Endpoint::kChat, "tiny");
   EXPECT_EQ(m.id.rfind("chatcmpl-", 0), 0u);
-  Json first = chunk_json(m, "", true, "", true);
+  Json first = chunk_json(m, Choice{}, true, true);
   EXPECT_EQ(first["object"], "chat.completion.chunk");
   EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
   EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
   EXPECT_TRUE(first["usage"].is_null());
-  Json last = chunk_json(m, "", false, "stop", false);
+  Json last = chunk_json(m, Choice{.finish = "stop"}, false, false);
   EXPECT_TRUE(last["choices"][0]["delta"].empty());
   EXPECT_FALSE(last.contains("usage"));
   Json usage = usage_chunk_json(m, {10, 4, 3});

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "krafla/chat.h"
 #include "krafla/error.h"
@@ -21,20 +22,29 @@ double seconds_since(Clock::time_point t) {
 }
 }  // namespace
 
-// One request. The fields above `out` belong to the scheduler thread; `out` onwards are shared
-// with the waiting HTTP thread under Engine::m_.
+// One choice of one request. The fields above `out` belong to the scheduler thread; `out`
+// onwards are shared with the waiting HTTP thread under Engine::m_.
 struct Job {
-  Job(const CompletionRequest& req, const std::vector<int32_t>& ids, const Tokenizer& tok,
-      const std::vector<int32_t>& stops)
+  Job(const CompletionRequest& req, const std::vector<int32_t>& ids, int index,
+      const Tokenizer& tok, const std::vector<int32_t>& stops, std::condition_variable& waiter)
       : r(req),
         prompt(ids),
-        sampler(req.sampler),
+        choice(index),
+        sampler(seeded(req.sampler, index)),
         dec(tok, true),
         filter(req.stop),
-        stop_ids(stops) {}
+        stop_ids(stops),
+        cv(waiter) {
+    if (req.format) matcher.emplace(*req.format);
+  }
+  static SamplerParams seeded(SamplerParams p, int choice) {
+    p.seed += uint64_t(choice);
+    return p;
+  }
 
   const CompletionRequest& r;
   const std::vector<int32_t>& prompt;
+  int choice;
   Clock::time_point arrived = Clock::now(), started;
   int slot = -1;
   size_t fed = 0;     // prompt tokens in the slot's cache
@@ -44,13 +54,38 @@ struct Job {
   Tokenizer::StreamDecoder dec;
   cli::StopFilter filter;
   const std::vector<int32_t>& stop_ids;
+  std::optional<JsonMatcher> matcher;  // with response_format
+  std::vector<float> masked;           // the logits the matcher allows
 
-  std::string out;  // text the HTTP thread has not taken yet
+  std::vector<Piece> out;  // what the HTTP thread has not taken yet
   bool done = false;
   RunResult result;
   std::atomic<bool> cancelled{false};
-  std::condition_variable cv;  // the HTTP thread: text or the end
+  std::condition_variable& cv;  // the waiting HTTP thread's (one for all choices)
 };
+
+namespace {
+// The log-softmax of `logits` at `id`, and the `top` most likely tokens (most likely first,
+// lower id first among equals).
+TokenLogprob logprob_of(std::span<const float> logits, int32_t id, int top) {
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(double(l) - mx);
+  const float log_z = mx + float(std::log(sum));
+  TokenLogprob t{id, logits[size_t(id)] - log_z, {}};
+  auto better = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  std::vector<int32_t> best;  // kept sorted, at most `top`
+  for (int32_t i = 0; i < int32_t(logits.size()) && top > 0; ++i) {
+    if (int(best.size()) == top && !better(i, best.back())) continue;
+    best.insert(std::upper_bound(best.begin(), best.end(), i, better), i);
+    if (int(best.size()) > top) best.pop_back();
+  }
+  for (int32_t i : best) t.top.push_back({i, logits[size_t(i)] - log_z});
+  return t;
+}
+}  // namespace
 
 Engine::Engine(const Model& model, const SessionOptions& opts, std::string model_id,
                std::string chat_name, EngineOptions eo)
@@ -101,9 +136,16 @@ std::vector<int32_t> Engine::prepare(const CompletionRequest& r) const {
           "The model names no chat template; restart ml_server with "
           "--chat NAME or use /v1/completions.",
           "messages");
+    const ChatTemplate& tmpl = chat_template(chat_name_);
+    if (!r.tools_json.empty() && !tmpl.supports_tools())
+      throw ApiError::invalid(
+          fmt::format("The chat template '{}' has no tool calling (templates with tools: "
+                      "docs/server.md); send the request without tools.",
+                      chat_name_),
+          "tools", "invalid_value");
     std::string text;
     try {
-      text = chat_template(chat_name_).render(r.messages, true);
+      text = tmpl.render(r.messages, true, r.tools_json);
     } catch (const Error& e) {
       throw ApiError::invalid(e.what(), "messages", "invalid_value");
     }
@@ -131,29 +173,36 @@ std::vector<int32_t> Engine::prepare(const CompletionRequest& r) const {
   return ids;
 }
 
-RunResult Engine::run(const CompletionRequest& r, const std::vector<int32_t>& prompt,
-                      const std::function<bool(const std::string&)>& on_text,
-                      const std::function<bool()>& alive) {
-  auto job = std::make_shared<Job>(r, prompt, model_.tokenizer(),
-                                   r.endpoint == Endpoint::kChat ? chat_stop_ids_ : text_stop_ids_);
+std::vector<RunResult> Engine::run(const CompletionRequest& r, const std::vector<int32_t>& prompt,
+                                   const std::function<bool(int, const Piece&)>& on_piece,
+                                   const std::function<bool()>& alive) {
+  std::condition_variable cv;
+  std::vector<std::shared_ptr<Job>> jobs;
+  const auto& stops = r.endpoint == Endpoint::kChat ? chat_stop_ids_ : text_stop_ids_;
+  for (int i = 0; i < r.n; ++i)
+    jobs.push_back(std::make_shared<Job>(r, prompt, i, model_.tokenizer(), stops, cv));
   std::unique_lock lock(m_);
   if (stopping_) throw ApiError(503, "The server is shutting down.", "server_error");
-  queue_.push_back(job);
-  ++stats_.queued;
+  for (auto& j : jobs) queue_.push_back(j);
+  stats_.queued += r.n;
   wake_.notify_all();
+  auto all_done = [&] {
+    return std::all_of(jobs.begin(), jobs.end(), [](auto& j) { return j->done && j->out.empty(); });
+  };
+  auto any_out = [&] {
+    return std::any_of(jobs.begin(), jobs.end(), [](auto& j) { return !j->out.empty(); });
+  };
   auto last_check = Clock::now();
-  for (;;) {
-    job->cv.wait_for(lock, std::chrono::milliseconds(250),
-                     [&] { return job->done || !job->out.empty(); });
-    bool ok = true;
-    if (!job->out.empty()) {
-      std::string text = std::move(job->out);
-      job->out.clear();
+  bool ok = true;
+  while (!all_done()) {
+    cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return all_done() || any_out(); });
+    for (auto& j : jobs) {
+      if (j->out.empty()) continue;
+      std::vector<Piece> pieces = std::move(j->out);
+      j->out.clear();
       lock.unlock();
-      ok = on_text(text);
+      for (const Piece& p : pieces) ok = ok && on_piece(j->choice, p);
       lock.lock();
-    } else if (job->done) {
-      break;  // everything was taken before the end is reported
     }
     if (ok && alive && seconds_since(last_check) >= 0.25) {
       last_check = Clock::now();
@@ -161,20 +210,25 @@ RunResult Engine::run(const CompletionRequest& r, const std::vector<int32_t>& pr
       ok = alive();
       lock.lock();
     }
-    if (!ok && !job->cancelled) {
-      job->cancelled = true;
+    if (!ok && !jobs[0]->cancelled) {
+      for (auto& j : jobs) j->cancelled = true;
       wake_.notify_all();
     }
   }
-  if (job->result.finish_reason == "shutdown" && job->slot < 0)
-    throw ApiError(503, "The server is shutting down.", "server_error");
-  if (job->result.finish_reason == "timeout" && job->slot < 0)
-    throw ApiError(503,
-                   fmt::format("The request waited {:.0f} s for one of the {} slots and ran out "
-                               "of time (ml_server --timeout); try again later.",
-                               job->result.queued, slots_.size()),
-                   "server_error", "", "server_busy");
-  return job->result;
+  std::vector<RunResult> results;
+  for (auto& j : jobs) {
+    if (j->slot < 0 &&
+        (j->result.finish_reason == "shutdown" || j->result.finish_reason == "timeout"))
+      throw ApiError(503,
+                     j->result.finish_reason == "shutdown"
+                         ? std::string("The server is shutting down.")
+                         : fmt::format("The request waited {:.0f} s for one of the {} slots and "
+                                       "ran out of time (ml_server --timeout); try again later.",
+                                       j->result.queued, slots_.size()),
+                     "server_error", "", j->result.finish_reason == "timeout" ? "server_busy" : "");
+    results.push_back(j->result);
+  }
+  return results;
 }
 
 // Queued jobs take free slots, in arrival order; each takes the free slot whose cached tokens
@@ -294,23 +348,37 @@ void Engine::step() {
   for (Job* j : fresh) advance(*j);
 }
 
-void Engine::emit(Job& j, const std::string& text) {
-  if (text.empty()) return;
-  {
-    std::lock_guard l(m_);
-    j.out += text;
-  }
+void Engine::emit(Job& j, const std::string& text, std::vector<TokenLogprob> lps) {
+  if (text.empty() && lps.empty()) return;
+  std::lock_guard l(m_);
+  j.out.push_back({text, std::move(lps)});
   j.cv.notify_all();
+}
+
+// response_format: the logits with every token the JSON matcher refuses at -inf (once the
+// value is complete, only the end-of-turn tokens stay).
+std::span<const float> Engine::constrain(Job& j) {
+  if (!json_filter_) json_filter_ = std::make_unique<TokenFilter>(model_.tokenizer());
+  const std::vector<float>& logits = session_.logits(j.slot);
+  j.masked.assign(logits.begin(), logits.end());
+  json_filter_->apply(*j.matcher, j.masked, j.stop_ids);
+  return j.masked;
 }
 
 // After a step gave j's slot fresh logits: the next token, as generate() would pick it.
 void Engine::advance(Job& j) {
   if (j.r.max_tokens >= 0 && j.n_generated >= j.r.max_tokens) return finish(j, "length");
-  const int32_t id = j.sampler.sample(session_.logits(j.slot), session_.history(j.slot));
+  if (j.matcher && j.matcher->done() && j.stop_ids.empty()) return finish(j, "stop");
+  const std::span<const float> logits =
+      j.matcher ? constrain(j) : std::span<const float>(session_.logits(j.slot));
+  const int32_t id = j.sampler.sample(logits, session_.history(j.slot));
   if (std::find(j.stop_ids.begin(), j.stop_ids.end(), id) != j.stop_ids.end())
     return finish(j, "stop");
+  if (j.matcher) j.matcher->accept(model_.tokenizer().piece(id));
   ++j.n_generated;
-  emit(j, j.filter.push(j.dec.push(id)));
+  std::vector<TokenLogprob> lps;
+  if (j.r.logprobs) lps.push_back(logprob_of(session_.logits(j.slot), id, j.r.top_logprobs));
+  emit(j, j.filter.push(j.dec.push(id)), std::move(lps));
   if (j.filter.hit()) return finish(j, "stop");
   if (session_.n_past(j.slot) >= n_ctx_) return finish(j, "length");  // the context is full
   j.next = id;

@@ -13,10 +13,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "krafla/json_constraint.h"
 #include "krafla/model.h"
 #include "krafla/session.h"
 #include "server/openai.h"
@@ -31,6 +33,14 @@ struct RunResult {
   std::string finish_reason;
   double seconds = 0;  // from taking a slot to the end (queue wait excluded)
   double queued = 0;   // seconds waiting for a slot
+};
+
+// What a waiting request receives as its reply grows: text (valid UTF-8, stop strings already
+// cut; may be empty) and the log probabilities of the tokens sampled since the last piece
+// (when the request asked for them).
+struct Piece {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
 };
 
 struct EngineOptions {
@@ -61,13 +71,15 @@ class Engine {
   // the messages, ids outside the vocabulary, or a prompt that leaves no room in the context.
   std::vector<int32_t> prepare(const CompletionRequest& r) const;
 
-  // Queues the request, then blocks until it ends, calling on_text in the calling thread with
-  // valid UTF-8 pieces (stop strings already cut); returning false cancels (the client went
-  // away), and so does `alive` returning false (asked a few times a second while waiting).
-  // Throws ApiError 503 when the server is shutting down before the request got a slot.
-  RunResult run(const CompletionRequest& r, const std::vector<int32_t>& prompt,
-                const std::function<bool(const std::string&)>& on_text,
-                const std::function<bool()>& alive = {});
+  // Queues the request's r.n choices (choice i samples with seed + i), then blocks until all
+  // end, calling on_piece(choice, piece) in the calling thread as each reply grows; returning
+  // false cancels them all (the client went away), and so does `alive` returning false (asked
+  // a few times a second while waiting). Returns one result per choice. Throws ApiError 503
+  // when the server is shutting down (or --timeout passes) before the request got a slot.
+  std::vector<RunResult> run(const CompletionRequest& r, const std::vector<int32_t>& prompt,
+                             const std::function<bool(int, const Piece&)>& on_piece,
+                             const std::function<bool()>& alive = {});
+  const Tokenizer& tokenizer() const { return model_.tokenizer(); }
 
   // Ends every running generation and refuses new ones: called on SIGINT/SIGTERM.
   void shut_down();
@@ -84,7 +96,8 @@ class Engine {
   void admit();          // queued jobs into free slots
   void step();           // one forward step over the active slots
   void advance(Job& j);  // sample j's next token after a step
-  void emit(Job& j, const std::string& text);
+  void emit(Job& j, const std::string& text, std::vector<TokenLogprob> lps = {});
+  std::span<const float> constrain(Job& j);        // the logits a response_format allows
   void finish(Job& j, const std::string& reason);  // frees j's slot
 
   const Model& model_;
@@ -93,6 +106,7 @@ class Engine {
   std::vector<int32_t> chat_stop_ids_, text_stop_ids_;
   EngineOptions eo_;
   Session session_;  // one sequence per slot; used by the scheduler thread only
+  std::unique_ptr<TokenFilter> json_filter_;  // built for the first response_format request
   int n_ctx_;
 
   mutable std::mutex m_;          // guards queue_, stats_, stopping_ and the jobs' shared fields

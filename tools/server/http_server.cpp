@@ -16,6 +16,7 @@
 #include "krafla/error.h"
 #include "server/metrics.h"
 #include "server/openai.h"
+#include "server/reply.h"
 
 namespace krafla::server {
 namespace {
@@ -69,12 +70,15 @@ void check_api_key(const Request& req, const std::string& key) {
                    "invalid_api_key");
 }
 
-void log_run(const std::string& method, const std::string& path, bool stream, const RunResult& r) {
-  fmt::print(stderr,
-             "ml_server: {} {}{}: prompt {} tokens ({} cached), {} generated, {}, "
-             "{:.3f} s (+{:.3f} s queued)\n",
-             method, path, stream ? " (stream)" : "", r.usage.prompt_tokens, r.usage.cached_tokens,
-             r.usage.completion_tokens, r.finish_reason, r.seconds, r.queued);
+void log_run(const std::string& method, const std::string& path, bool stream,
+             const std::vector<RunResult>& rs) {
+  for (const RunResult& r : rs)
+    fmt::print(stderr,
+               "ml_server: {} {}{}: prompt {} tokens ({} cached), {} generated, {}, "
+               "{:.3f} s (+{:.3f} s queued)\n",
+               method, path, stream ? " (stream)" : "", r.usage.prompt_tokens,
+               r.usage.cached_tokens, r.usage.completion_tokens, r.finish_reason, r.seconds,
+               r.queued);
 }
 
 // Keeps each log line one line, whatever the client sent (paths and messages quote it).
@@ -98,6 +102,21 @@ ApiError shutdown_error(const RunResult& rr) {
                   fmt::format("The server is shutting down; the reply was cut after {} tokens.",
                               rr.usage.completion_tokens),
                   "server_error");
+}
+
+// The usage of all choices: the prompt once, every choice's tokens.
+Usage total_usage(const std::vector<RunResult>& rs) {
+  Usage u = rs.at(0).usage;
+  u.completion_tokens = 0;
+  for (const RunResult& r : rs) u.completion_tokens += r.usage.completion_tokens;
+  return u;
+}
+
+// The first result that ended the whole request (cancelled or shutdown), if any.
+const RunResult* cut_short(const std::vector<RunResult>& rs) {
+  for (const RunResult& r : rs)
+    if (r.finish_reason == "cancelled" || r.finish_reason == "shutdown") return &r;
+  return nullptr;
 }
 
 // The socket of the connection `req` arrived on, or -1: httplib 0.11 hands handlers no socket,
@@ -147,12 +166,6 @@ bool client_alive(int fd) {
   char c;
   const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
   return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
-}
-
-// What a client sees as finish_reason: OpenAI has none for a timeout, which cuts the reply
-// short as a token limit does.
-std::string client_finish(const RunResult& r) {
-  return r.finish_reason == "timeout" ? "length" : r.finish_reason;
 }
 
 // One streamed request: everything the content provider needs after the handler returned.
@@ -237,15 +250,25 @@ void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& 
     write(sse_event(error_json(e)));
     write(kSseDone);
   };
+  std::vector<ChoiceBuilder> choices;
+  for (int i = 0; i < r.n; ++i)
+    choices.emplace_back(r, engine.tokenizer(), chat ? engine.chat_name() : "", i);
   // The role comes first, before any content, as in OpenAI's streams.
-  if (chat) write(sse_event(chunk_json(job.meta, "", true, "", r.include_usage)));
+  if (chat)
+    for (int i = 0; i < r.n; ++i) {
+      Choice c;
+      c.index = i;
+      write(sse_event(chunk_json(job.meta, c, true, r.include_usage)));
+    }
   if (!alive) return;
-  RunResult rr;
+  std::vector<RunResult> rr;
   try {
     rr = engine.run(
         r, job.prompt,
-        [&](const std::string& text) {
-          return write(sse_event(chunk_json(job.meta, text, false, "", r.include_usage)));
+        [&](int i, const Piece& p) {
+          if (auto c = choices[i].push(p))
+            write(sse_event(chunk_json(job.meta, *c, false, r.include_usage)));
+          return alive;
         },
         [&] { return client_alive(job.socket); });
   } catch (const ApiError& e) {
@@ -254,10 +277,13 @@ void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& 
     return fail(ApiError(500, e.what(), "server_error"));
   }
   if (job.log) log_run(job.method, job.path, true, rr);
-  if (rr.finish_reason == "cancelled") return;
-  if (rr.finish_reason == "shutdown") return fail(shutdown_error(rr));
-  write(sse_event(chunk_json(job.meta, "", false, client_finish(rr), r.include_usage)));
-  if (r.include_usage) write(sse_event(usage_chunk_json(job.meta, rr.usage)));
+  if (const RunResult* cut = cut_short(rr)) {
+    if (cut->finish_reason == "shutdown") fail(shutdown_error(*cut));
+    return;
+  }
+  for (int i = 0; i < r.n; ++i)
+    write(sse_event(chunk_json(job.meta, choices[i].finish(rr[i]), false, r.include_usage)));
+  if (r.include_usage) write(sse_event(usage_chunk_json(job.meta, total_usage(rr))));
   write(kSseDone);
 }
 
@@ -281,19 +307,26 @@ void HttpServer::completion(const httplib::Request& req, httplib::Response& res,
                                      });
     return;
   }
-  std::string text;
+  std::vector<ChoiceBuilder> choices;
+  for (int i = 0; i < r.n; ++i)
+    choices.emplace_back(r, engine_.tokenizer(), ep == Endpoint::kChat ? engine_.chat_name() : "",
+                         i);
   const int socket = client_socket(req);
-  const RunResult rr = engine_.run(
+  const std::vector<RunResult> rr = engine_.run(
       r, prompt,
-      [&](const std::string& t) {
-        text += t;
+      [&](int i, const Piece& p) {
+        choices[i].push(p);
         return true;
       },
       [&] { return client_alive(socket); });
   if (opts_.log_requests) log_run(req.method, req.path, false, rr);
-  if (rr.finish_reason == "cancelled") return;  // nobody is there to read a reply
-  if (rr.finish_reason == "shutdown") throw shutdown_error(rr);
-  send_json(res, completion_json(meta, text, client_finish(rr), rr.usage));
+  if (const RunResult* cut = cut_short(rr)) {
+    if (cut->finish_reason == "cancelled") return;  // nobody is there to read a reply
+    throw shutdown_error(*cut);
+  }
+  std::vector<Choice> out;
+  for (int i = 0; i < r.n; ++i) out.push_back(choices[i].finish(rr[i]));
+  send_json(res, completion_json(meta, out, total_usage(rr)));
 }
 
 void HttpServer::routes() {

@@ -5,13 +5,28 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "krafla/chat.h"
+#include "krafla/tokenizer.h"
 #include "server/api_error.h"
 #include "server/request.h"
 
 namespace krafla::server {
 
 using Json = nlohmann::ordered_json;  // keeps id/object/created first, as OpenAI prints them
+
+// One sampled token's log probability under the model (log-softmax of its logits), and the
+// most likely alternatives when the request asked for top_logprobs.
+struct TopLogprob {
+  int32_t id;
+  float logprob;
+};
+struct TokenLogprob {
+  int32_t id;
+  float logprob;
+  std::vector<TopLogprob> top;  // most likely first
+};
 
 struct Usage {
   int prompt_tokens = 0;
@@ -29,18 +44,34 @@ struct ResponseMeta {
 };
 
 ResponseMeta new_meta(Endpoint endpoint, const std::string& model);
+std::string new_tool_call_id();  // call_…
 
 Json usage_json(const Usage& u);
 Json error_json(const ApiError& e);
 
-// A whole (non-streamed) response.
-Json completion_json(const ResponseMeta& m, const std::string& text, const std::string& finish,
-                     const Usage& u);
+// One choice of a reply: its text, how it ended, its log probabilities (chat_logprobs_json /
+// text_logprobs_json, or null) and the tool calls parsed from it (chat only).
+struct Choice {
+  int index = 0;
+  std::string text;
+  std::string finish;  // "" in a stream chunk that does not end the choice
+  Json logprobs;       // null unless requested
+  std::vector<ToolCall> tool_calls;
+};
 
-// One stream chunk. For chat, `role` puts {"role": "assistant"} in the delta (the first chunk);
-// an empty finish means null. With include_usage every chunk carries "usage": null, as OpenAI's.
-Json chunk_json(const ResponseMeta& m, const std::string& text, bool role,
-                const std::string& finish, bool include_usage);
+// A whole (non-streamed) response.
+Json completion_json(const ResponseMeta& m, const std::vector<Choice>& choices, const Usage& u);
+
+// One stream chunk of one choice. For chat, `role` puts {"role": "assistant"} in the delta (the
+// first chunk); tool calls go in the delta as OpenAI streams them (whole, one entry each). With
+// include_usage every chunk carries "usage": null, as OpenAI's.
+Json chunk_json(const ResponseMeta& m, const Choice& c, bool role, bool include_usage);
+
+// The log probabilities of sampled tokens in OpenAI's shapes: chat's {"content": [{token,
+// logprob, bytes, top_logprobs}], "refusal": null}; completions' {tokens, token_logprobs,
+// top_logprobs, text_offset}, offsets counted from `offset0` (bytes of the reply before).
+Json chat_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprob>& lps);
+Json text_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprob>& lps, size_t offset0);
 // The last chunk when stream_options.include_usage: no choices, the usage.
 Json usage_chunk_json(const ResponseMeta& m, const Usage& u);
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "krafla/error.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
 
@@ -132,6 +133,30 @@ std::string content_text(const json& content, size_t i) {
   return out;
 }
 
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name",
+// "arguments": JSON text}}].
+std::vector<ToolCall> tool_calls(const json& v, const std::string& where) {
+  if (!v.is_array()) wrong_type(where, "an array", v);
+  std::vector<ToolCall> out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const json& c = v[i];
+    const std::string at = fmt::format("{}[{}]", where, i);
+    if (!c.is_object()) wrong_type(at, "an object", c);
+    const json* f = field(c, "function");
+    if (!f || !f->is_object()) wrong_type(at + ".function", "an object", f ? *f : json());
+    const json* name = field(*f, "name");
+    if (!name || !name->is_string())
+      wrong_type(at + ".function.name", "a string", name ? *name : json());
+    const json* args = field(*f, "arguments");
+    if (args && !args->is_string()) wrong_type(at + ".function.arguments", "a string", *args);
+    const json* id = field(c, "id");
+    if (id && !id->is_string()) wrong_type(at + ".id", "a string", *id);
+    out.push_back({id ? id->get<std::string>() : "", name->get<std::string>(),
+                   args ? args->get<std::string>() : "{}"});
+  }
+  return out;
+}
+
 std::vector<ChatMessage> chat_messages(const json& body) {
   const json* v = field(body, "messages");
   if (!v)
@@ -148,13 +173,25 @@ std::vector<ChatMessage> chat_messages(const json& body) {
     if (!role || !role->is_string()) wrong_type(where + ".role", "a string", role ? *role : json());
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";  // OpenAI's newer name for the system role
-    if (r != "system" && r != "user" && r != "assistant")
-      unsupported(where + ".role", fmt::format("role '{}' (tools and functions are not "
-                                               "implemented); use system, user or assistant.",
-                                               r));
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool")
+      unsupported(where + ".role",
+                  fmt::format("role '{}'; use system, user, assistant or tool.", r));
     check_message_fields(m, where);
     auto content = m.find("content");
-    out.push_back({r, content_text(content == m.end() ? json() : *content, i)});
+    ChatMessage msg{r, content_text(content == m.end() ? json() : *content, i)};
+    if (const json* calls = field(m, "tool_calls")) {
+      if (r != "assistant") unsupported(where + ".tool_calls", "only assistant messages have it.");
+      msg.tool_calls = tool_calls(*calls, where + ".tool_calls");
+    }
+    if (const json* id = field(m, "tool_call_id")) {
+      if (r != "tool") unsupported(where + ".tool_call_id", "only tool messages have it.");
+      if (!id->is_string()) wrong_type(where + ".tool_call_id", "a string", *id);
+      msg.tool_call_id = id->get<std::string>();
+    } else if (r == "tool") {
+      throw ApiError::invalid(fmt::format("Missing required parameter: '{}.tool_call_id'.", where),
+                              where + ".tool_call_id", "missing_required_parameter");
+    }
+    out.push_back(std::move(msg));
   }
   return out;
 }
@@ -185,6 +222,64 @@ void completion_prompt(const json& body, CompletionRequest& r) {
     r.prompt_ids.push_back(int32_t(x));
   }
   r.prompt_is_ids = true;
+}
+
+// logprobs: chat takes a boolean and top_logprobs (0..20); completions an integer (0..5), the
+// number of alternatives, where null or absent means none at all.
+void logprob_fields(const json& body, CompletionRequest& r) {
+  if (r.endpoint == Endpoint::kChat) {
+    r.logprobs = boolean(body, "logprobs", false);
+    r.top_logprobs = int(integer(body, "top_logprobs", 0, 0, 20));
+    if (r.top_logprobs > 0 && !r.logprobs)
+      bad_value("top_logprobs", "'logprobs' must be true when top_logprobs is set.");
+    return;
+  }
+  const json* v = field(body, "logprobs");
+  if (!v) return;
+  if (v->is_boolean()) {  // some clients send a boolean here too
+    r.logprobs = v->get<bool>();
+    return;
+  }
+  r.logprobs = true;
+  r.top_logprobs = int(integer(body, "logprobs", 0, 0, 5));
+}
+
+// response_format and tools need the client's key order (a schema's properties are generated
+// in it; the template prints the tools as written), which json sorts: they are read from
+// `ordered`, the same body parsed keeping the order.
+void format_and_tools(const nlohmann::ordered_json& ordered, CompletionRequest& r) {
+  if (auto it = ordered.find("response_format"); it != ordered.end() && !it->is_null()) {
+    if (!it->is_object()) wrong_type("response_format", "an object", json::parse(it->dump()));
+    try {
+      r.format = JsonSchema::from_response_format(*it);
+    } catch (const Error& e) {
+      bad_value("response_format", e.what());
+    }
+  }
+  std::string choice = "auto";
+  if (auto c = ordered.find("tool_choice"); c != ordered.end() && !c->is_null()) {
+    if (!c->is_string()) unsupported("tool_choice", "only \"auto\" and \"none\" are implemented.");
+    choice = c->get<std::string>();
+    if (choice == "required")
+      unsupported("tool_choice", "\"required\" is not implemented; use \"auto\".");
+    if (choice != "auto" && choice != "none")
+      bad_value("tool_choice", fmt::format("'{}' is not one of none, auto, required.", choice));
+  }
+  auto tools = ordered.find("tools");
+  if (tools == ordered.end() || tools->is_null()) return;
+  if (!tools->is_array()) wrong_type("tools", "an array", json::parse(tools->dump()));
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const auto& t = (*tools)[i];
+    const std::string at = fmt::format("tools[{}]", i);
+    if (!t.is_object() || t.value("type", "") != "function")
+      bad_value(at, "each tool must be {\"type\": \"function\", \"function\": {…}}.");
+    auto f = t.find("function");
+    if (f == t.end() || !f->is_object() || !f->contains("name") || !(*f)["name"].is_string())
+      bad_value(at + ".function", "it needs a string 'name'.");
+    if (f->contains("parameters") && !(*f)["parameters"].is_object())
+      wrong_type(at + ".function.parameters", "an object", json::parse((*f)["parameters"].dump()));
+  }
+  if (choice == "auto" && !tools->empty()) r.tools_json = tools->dump();
 }
 
 }  // namespace
@@ -227,6 +322,10 @@ CompletionRequest parse_request(const std::string& text, Endpoint ep, const Requ
   r.stop = stop_strings(body);
   r.stream = boolean(body, "stream", false);
   r.include_usage = stream_options(body);
+  r.n = int(integer(body, "n", 1, 1, 16));
+  logprob_fields(body, r);
+  if (body.contains("response_format") || body.contains("tools") || body.contains("tool_choice"))
+    format_and_tools(nlohmann::ordered_json::parse(text), r);
   return r;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "krafla/chat.h"
+#include "krafla/json_constraint.h"
 #include "krafla/sampler.h"
 
 namespace krafla::server {
@@ -25,7 +26,12 @@ struct CompletionRequest {
   int max_tokens = -1;            // < 0: until a stop token or the context is full
   std::vector<std::string> stop;  // stop strings (non-empty)
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+  bool include_usage = false;        // stream_options.include_usage
+  int n = 1;                         // choices; choice i samples with seed + i
+  bool logprobs = false;             // log probabilities of the sampled tokens
+  int top_logprobs = 0;              // and of this many most likely tokens at each step (<= 20)
+  std::optional<JsonSchema> format;  // response_format json_object / json_schema
+  std::string tools_json;            // the tools array as the client wrote it; "" without tools
 };
 
 // OpenAI's sampling defaults: temperature 1, top_p 1, and the extensions off (top_k 0, min_p 0,
@@ -41,8 +47,8 @@ struct RequestDefaults {
 };
 
 // Throws ApiError (400) for malformed JSON, wrong types, out-of-range values, options this
-// server does not implement (n > 1, tools, logprobs, frequency/presence penalties, …) and
-// fields it does not know (request_fields.h has the rule).
+// server does not implement (frequency/presence penalties, logit_bias, …) and fields it does
+// not know (request_fields.h has the rule).
 CompletionRequest parse_request(const std::string& body, Endpoint endpoint,
                                 const RequestDefaults& defaults = {});
 

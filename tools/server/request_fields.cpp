@@ -55,14 +55,6 @@ void only_zero_penalty(const json& v, const std::string& n) {
   // express that, so a non-zero value is refused rather than silently approximated.
   if (x != 0) unsupported(n, "only 0 is accepted; use repeat_penalty (e.g. 1.1) instead.");
 }
-void only_false_logprobs(const json& v, const std::string& n) {
-  if (!v.is_boolean() && !is_integer(v)) wrong_type(n, "a boolean or an integer", v);
-  if (v != false) unsupported(n, "log probabilities are not implemented.");
-}
-void only_zero(const json& v, const std::string& n) {
-  if (!is_integer(v)) wrong_type(n, "an integer", v);
-  if (v != 0) unsupported(n, "log probabilities are not implemented.");
-}
 void only_empty_object(const json& v, const std::string& n) {
   if (!v.is_object()) wrong_type(n, "an object", v);
   if (!v.empty()) unsupported(n, "not implemented.");
@@ -75,11 +67,6 @@ void only_no_tools(const json& v, const std::string& n) {
 void only_no_tool_choice(const json& v, const std::string& n) {
   if (!v.is_string() && !v.is_object()) wrong_type(n, "a string or an object", v);
   if (v != "none" && v != "auto") unsupported(n, "tool calling is not implemented.");
-}
-void only_text_format(const json& v, const std::string& n) {
-  if (!v.is_object()) wrong_type(n, "an object", v);
-  if (v.value("type", json("text")) != "text")
-    unsupported(n, "only {\"type\": \"text\"} is implemented.");
 }
 void only_text_modality(const json& v, const std::string& n) {
   if (!v.is_array()) wrong_type(n, "an array", v);
@@ -116,6 +103,12 @@ const FieldRule kRules[] = {
     {"stop", kChat, kText, kImplemented, nullptr},
     {"stream", kChat, kText, kImplemented, nullptr},
     {"stream_options", kChat, kText, kImplemented, nullptr},
+    {"n", kChat, kText, kImplemented, nullptr},
+    {"logprobs", kChat, kText, kImplemented, nullptr},
+    {"top_logprobs", kChat, kNo, kImplemented, nullptr},
+    {"response_format", kChat, kNo, kImplemented, nullptr},
+    {"tools", kChat, kNo, kImplemented, nullptr},
+    {"tool_choice", kChat, kNo, kImplemented, nullptr},
 
     {"metadata", kChat, kText, kIgnored, an_object},
     {"parallel_tool_calls", kChat, kNo, kIgnored, a_boolean},
@@ -134,16 +127,10 @@ const FieldRule kRules[] = {
     {"function_call", kChat, kNo, kNoOpOnly, only_no_tool_choice},
     {"functions", kChat, kNo, kNoOpOnly, only_no_tools},
     {"logit_bias", kChat, kText, kNoOpOnly, only_empty_object},
-    {"logprobs", kChat, kText, kNoOpOnly, only_false_logprobs},
     {"modalities", kChat, kNo, kNoOpOnly, only_text_modality},
-    {"n", kChat, kText, kNoOpOnly, only_one},
     {"presence_penalty", kChat, kText, kNoOpOnly, only_zero_penalty},
     {"reasoning_effort", kChat, kNo, kNoOpOnly, never},
-    {"response_format", kChat, kNo, kNoOpOnly, only_text_format},
     {"suffix", kNo, kText, kNoOpOnly, only_empty_suffix},
-    {"tool_choice", kChat, kNo, kNoOpOnly, only_no_tool_choice},
-    {"tools", kChat, kNo, kNoOpOnly, only_no_tools},
-    {"top_logprobs", kChat, kNo, kNoOpOnly, only_zero},
     {"verbosity", kChat, kNo, kNoOpOnly, never},
     {"web_search_options", kChat, kNo, kNoOpOnly, never},
 };
@@ -188,14 +175,14 @@ void check_message_fields(const json& m, const std::string& where) {
       a_string(value, name);
     } else if (key == "annotations") {
       if (!value.is_array()) wrong_type(name, "an array", value);
-    } else if (key == "tool_calls") {
-      only_no_tools(value, name);
+    } else if (key == "tool_calls" || key == "tool_call_id") {
+      // parsed in request.cpp
     } else if (key == "name") {
       // OpenAI shows the name to the model; the chat templates have no place for it, so
       // dropping it would change the conversation without saying so.
       a_string(value, name);
       unsupported(name, "participant names are not implemented.");
-    } else if (key == "audio" || key == "tool_call_id" || key == "function_call") {
+    } else if (key == "audio" || key == "function_call") {
       unsupported(name, "not implemented.");
     } else {
       unknown(name);
