@@ -251,7 +251,7 @@ test('unknown and unimplemented fields → 400 unsupported_parameter naming the 
     [{ mirostat: 2 }, 'mirostat', 'unsupported_parameter'],
     [{ grammar: 'root ::= "x"' }, 'grammar', 'unsupported_parameter'],
     [{ logit_bias: { 42: 10 } }, 'logit_bias', 'unsupported_parameter'],
-    [{ tool_choice: 'required' }, 'tool_choice', 'unsupported_parameter'],
+    [{ tool_choice: 'required' }, 'tool_choice', 'invalid_value'],
     [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'string', format: 'email' } } } },
       'response_format', 'invalid_value'],
     [{ min_p: 'abc' }, 'min_p', 'invalid_type'],

@@ -109,6 +109,10 @@ TEST(Request, ErrorsNameTheField) {
          "schema": {"type": "string", "pattern": "a+"}}})"),
        "response_format", "invalid_value"},
       {chat_with(R"("response_format": {"type": "xml"})"), "response_format", "invalid_value"},
+      {chat_with(R"("tool_choice": "required")"), "tool_choice", "invalid_value"},
+      {chat_with(R"("tool_choice": {"type": "function", "function": {"name": "g"}},
+                    "tools": [{"type": "function", "function": {"name": "f"}}])"),
+       "tool_choice", "invalid_value"},
       {chat_with(R"("model": 3)"), "model", "invalid_type"},
       {R"({"messages": [{"role": "tool", "content": "x"}]})", "messages[0].tool_call_id",
        "missing_required_parameter"},
@@ -191,7 +195,6 @@ TEST(RequestFields, UnknownAndUnimplementedAreRefusedByName) {
       {R"("temprature": 0)", "temprature"},
       {R"("typical_p": 0.9)", "typical_p"},
       {R"("logit_bias": {"42": 5})", "logit_bias"},
-      {R"("tool_choice": "required")", "tool_choice"},
       {R"("functions": [{"name": "f"}])", "functions"},
       {R"("function_call": {"name": "f"})", "function_call"},
       {R"("audio": {"voice": "alloy"})", "audio"},
@@ -277,7 +280,8 @@ TEST(RequestFields, MessageFields) {
   }
   EXPECT_EQ(error_of(chat(R"({"role": "assistant", "content": "b", "refusal": 3})")).code,
             "invalid_type");
-  const ApiError e = error_of(chat(R"({"role": "assistant", "content": "b", "tool_calls": [{"id": "1"}]})"));
+  const ApiError e =
+      error_of(chat(R"({"role": "assistant", "content": "b", "tool_calls": [{"id": "1"}]})"));
   EXPECT_EQ(e.param, "messages[1].tool_calls[0].function");
   EXPECT_EQ(e.code, "invalid_type");
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "krafla/chat.h"
 #include "krafla/error.h"
@@ -25,17 +26,18 @@ double seconds_since(Clock::time_point t) {
 // One choice of one request. The fields above `out` belong to the scheduler thread; `out`
 // onwards are shared with the waiting HTTP thread under Engine::m_.
 struct Job {
-  Job(const CompletionRequest& req, const std::vector<int32_t>& ids, int index,
-      const Tokenizer& tok, const std::vector<int32_t>& stops, std::condition_variable& waiter)
+  Job(const CompletionRequest& req, const Prepared& p, int index, const Tokenizer& tok,
+      const std::vector<int32_t>& stops, std::condition_variable& waiter)
       : r(req),
-        prompt(ids),
+        prompt(p.ids),
         choice(index),
         sampler(seeded(req.sampler, index)),
         dec(tok, true),
         filter(req.stop),
         stop_ids(stops),
+        call_schemas(p.call_schemas),
         cv(waiter) {
-    if (req.format) matcher.emplace(*req.format);
+    if (p.format) matcher.emplace(*p.format);
   }
   static SamplerParams seeded(SamplerParams p, int choice) {
     p.seed += uint64_t(choice);
@@ -56,6 +58,9 @@ struct Job {
   const std::vector<int32_t>& stop_ids;
   std::optional<JsonMatcher> matcher;  // with response_format
   std::vector<float> masked;           // the logits the matcher allows
+  const std::vector<std::pair<std::string, JsonSchema>>& call_schemas;
+  std::string json;       // the bytes the matcher has accepted (while call_schemas may apply)
+  bool switched = false;  // the matcher is the named tool's
 
   std::vector<Piece> out;  // what the HTTP thread has not taken yet
   bool done = false;
@@ -85,6 +90,59 @@ TokenLogprob logprob_of(std::span<const float> logits, int32_t id, int top) {
   for (int32_t i : best) t.top.push_back({i, logits[size_t(i)] - log_z});
   return t;
 }
+// tool_choice "required" (or a named function): the prompt ends with the template's opening
+// of a call, and the reply is held to the call's JSON, so even a model that would not call a
+// tool writes a well-formed call to one of them.
+std::string required_call_prefix(const ChatTemplate& t) {
+  if (t.tool_format == ToolFormat::kJsonInTags) return std::string(t.tool_call_open()) + "\n";
+  if (t.tool_format == ToolFormat::kJsonReply) return "";
+  throw ApiError::invalid(
+      fmt::format("tool_choice \"required\" is not implemented for the chat template '{}' "
+                  "(its calls are not JSON); use \"auto\".",
+                  t.name),
+      "tool_choice", "unsupported_parameter");
+}
+
+// The call's schema: {"name": one of the tools, "arguments": …} ("parameters" for Llama 3.1).
+// With one candidate its parameters schema holds the arguments; with several, the arguments
+// are any object at first, and once the name is written the job switches to that tool's own
+// schema (Prepared::call_schemas).
+JsonSchema call_schema(const ChatTemplate& t, const nlohmann::ordered_json& names,
+                       const nlohmann::ordered_json& params) {
+  using J = nlohmann::ordered_json;
+  const char* args = t.tool_format == ToolFormat::kJsonReply ? "parameters" : "arguments";
+  auto schema = [&](const J& p) {
+    return J{{"type", "object"},
+             {"properties", {{"name", {{"enum", names}}}, {args, p}}},
+             {"required", J::array({"name", args})},
+             {"additionalProperties", false}};
+  };
+  try {
+    return JsonSchema::parse(schema(params));
+  } catch (const Error&) {  // a parameter schema beyond the subset: any object
+    return JsonSchema::parse(schema(J{{"type", "object"}}));
+  }
+}
+
+void required_call(const ChatTemplate& t, const CompletionRequest& r, Prepared& out) {
+  using J = nlohmann::ordered_json;
+  J names = J::array();
+  std::vector<std::pair<std::string, J>> params;
+  for (const J& tool : J::parse(r.tools_json)) {
+    const J& f = tool["function"];
+    if (!r.tool_forced.empty() && f["name"] != r.tool_forced) continue;
+    names.push_back(f["name"]);
+    params.emplace_back(f["name"].get<std::string>(), f.value("parameters", J{{"type", "object"}}));
+  }
+  if (params.size() == 1) {
+    out.format = call_schema(t, names, params[0].second);
+    return;
+  }
+  out.format = call_schema(t, names, J{{"type", "object"}});
+  for (const auto& [name, p] : params)
+    out.call_schemas.emplace_back(name, call_schema(t, J::array({name}), p));
+}
+
 }  // namespace
 
 Engine::Engine(const Model& model, const SessionOptions& opts, std::string model_id,
@@ -121,7 +179,9 @@ EngineStats Engine::stats() const {
   return stats_;
 }
 
-std::vector<int32_t> Engine::prepare(const CompletionRequest& r) const {
+Prepared Engine::prepare(const CompletionRequest& r) const {
+  Prepared out;
+  out.format = r.format;
   if (!r.model.empty() && r.model != model_id_)
     throw ApiError(
         404,
@@ -149,6 +209,11 @@ std::vector<int32_t> Engine::prepare(const CompletionRequest& r) const {
     } catch (const Error& e) {
       throw ApiError::invalid(e.what(), "messages", "invalid_value");
     }
+    if (r.tool_required) {
+      out.reply_prefix = required_call_prefix(tmpl);
+      required_call(tmpl, r, out);
+      text += out.reply_prefix;
+    }
     ids = tok.encode(text, false);  // the template writes BOS itself
   } else if (r.prompt_is_ids) {
     for (int32_t id : r.prompt_ids)
@@ -170,10 +235,11 @@ std::vector<int32_t> Engine::prepare(const CompletionRequest& r) const {
                     "shorten the {} or restart ml_server with a larger --ctx.",
                     n_ctx_, ids.size(), param),
         param, "context_length_exceeded");
-  return ids;
+  out.ids = std::move(ids);
+  return out;
 }
 
-std::vector<RunResult> Engine::run(const CompletionRequest& r, const std::vector<int32_t>& prompt,
+std::vector<RunResult> Engine::run(const CompletionRequest& r, const Prepared& prompt,
                                    const std::function<bool(int, const Piece&)>& on_piece,
                                    const std::function<bool()>& alive) {
   std::condition_variable cv;
@@ -374,7 +440,7 @@ void Engine::advance(Job& j) {
   const int32_t id = j.sampler.sample(logits, session_.history(j.slot));
   if (std::find(j.stop_ids.begin(), j.stop_ids.end(), id) != j.stop_ids.end())
     return finish(j, "stop");
-  if (j.matcher) j.matcher->accept(model_.tokenizer().piece(id));
+  if (j.matcher) accept_json(j, model_.tokenizer().piece(id));
   ++j.n_generated;
   std::vector<TokenLogprob> lps;
   if (j.r.logprobs) lps.push_back(logprob_of(session_.logits(j.slot), id, j.r.top_logprobs));
@@ -382,6 +448,27 @@ void Engine::advance(Job& j) {
   if (j.filter.hit()) return finish(j, "stop");
   if (session_.n_past(j.slot) >= n_ctx_) return finish(j, "length");  // the context is full
   j.next = id;
+}
+
+// A required call among several tools: once the reply names its tool, that tool's own schema
+// holds the arguments (the bytes so far are fed to a matcher of it, which takes them: the name
+// is all they fix).
+void Engine::accept_json(Job& j, const std::string& piece) {
+  j.matcher->accept(piece);
+  if (j.call_schemas.empty() || j.switched) return;
+  j.json += piece;
+  for (const auto& [name, schema] : j.call_schemas) {
+    const std::string quoted = nlohmann::json(name).dump();
+    size_t at = j.json.find(quoted);
+    if (at == std::string::npos) continue;
+    at = j.json.find_first_not_of(" \t\r\n", at + quoted.size());
+    if (at == std::string::npos || j.json[at] != ',') continue;  // the name is not complete
+    JsonMatcher m(schema);
+    if (!m.accept(j.json)) continue;
+    j.matcher = std::move(m);
+    j.switched = true;
+    return;
+  }
 }
 
 void Engine::finish(Job& j, const std::string& reason) {

@@ -13,9 +13,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "krafla/json_constraint.h"
@@ -43,6 +45,16 @@ struct Piece {
   std::vector<TokenLogprob> logprobs;
 };
 
+// A request made ready to run: its prompt, and what the reply is held to.
+struct Prepared {
+  std::vector<int32_t> ids;          // the prompt
+  std::optional<JsonSchema> format;  // response_format, or the call a required tool choice needs
+  std::string reply_prefix;          // markup the prompt already wrote for the reply (a call's
+                                     // opening tag when a tool call is required)
+  // A required call among several tools: each tool's own call schema, for once it is named.
+  std::vector<std::pair<std::string, JsonSchema>> call_schemas;
+};
+
 struct EngineOptions {
   double timeout = 0;  // seconds a request may take from its arrival; 0: no limit
 };
@@ -67,16 +79,17 @@ class Engine {
          std::string chat_name, EngineOptions eo = {});
   ~Engine();
 
-  // The prompt's token ids. Throws ApiError: unknown model (404), a template that cannot take
-  // the messages, ids outside the vocabulary, or a prompt that leaves no room in the context.
-  std::vector<int32_t> prepare(const CompletionRequest& r) const;
+  // The prompt's token ids and the reply's constraints. Throws ApiError: unknown model (404), a
+  // template that cannot take the messages or tools, ids outside the vocabulary, or a prompt
+  // that leaves no room in the context.
+  Prepared prepare(const CompletionRequest& r) const;
 
   // Queues the request's r.n choices (choice i samples with seed + i), then blocks until all
   // end, calling on_piece(choice, piece) in the calling thread as each reply grows; returning
   // false cancels them all (the client went away), and so does `alive` returning false (asked
   // a few times a second while waiting). Returns one result per choice. Throws ApiError 503
   // when the server is shutting down (or --timeout passes) before the request got a slot.
-  std::vector<RunResult> run(const CompletionRequest& r, const std::vector<int32_t>& prompt,
+  std::vector<RunResult> run(const CompletionRequest& r, const Prepared& prompt,
                              const std::function<bool(int, const Piece&)>& on_piece,
                              const std::function<bool()>& alive = {});
   const Tokenizer& tokenizer() const { return model_.tokenizer(); }
@@ -97,7 +110,8 @@ class Engine {
   void step();           // one forward step over the active slots
   void advance(Job& j);  // sample j's next token after a step
   void emit(Job& j, const std::string& text, std::vector<TokenLogprob> lps = {});
-  std::span<const float> constrain(Job& j);        // the logits a response_format allows
+  std::span<const float> constrain(Job& j);  // the logits a response_format allows
+  void accept_json(Job& j, const std::string& piece);
   void finish(Job& j, const std::string& reason);  // frees j's slot
 
   const Model& model_;

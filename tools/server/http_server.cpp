@@ -171,7 +171,7 @@ bool client_alive(int fd) {
 // One streamed request: everything the content provider needs after the handler returned.
 struct StreamJob {
   CompletionRequest request;
-  std::vector<int32_t> prompt;
+  Prepared prompt;
   ResponseMeta meta;
   std::string method, path;
   bool log = true;
@@ -252,7 +252,8 @@ void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& 
   };
   std::vector<ChoiceBuilder> choices;
   for (int i = 0; i < r.n; ++i)
-    choices.emplace_back(r, engine.tokenizer(), chat ? engine.chat_name() : "", i);
+    choices.emplace_back(r, engine.tokenizer(), chat ? engine.chat_name() : "",
+                         job.prompt.reply_prefix, i);
   // The role comes first, before any content, as in OpenAI's streams.
   if (chat)
     for (int i = 0; i < r.n; ++i) {
@@ -291,7 +292,7 @@ void stream_completion(Engine& engine, const StreamJob& job, httplib::DataSink& 
 
 void HttpServer::completion(const httplib::Request& req, httplib::Response& res, Endpoint ep) {
   CompletionRequest r = parse_request(req.body, ep, opts_.defaults);
-  std::vector<int32_t> prompt = engine_.prepare(r);
+  Prepared prompt = engine_.prepare(r);
   ResponseMeta meta = new_meta(ep, engine_.model_id());
   if (r.stream) {
     auto job = std::make_shared<StreamJob>(StreamJob{std::move(r), std::move(prompt),
@@ -310,7 +311,7 @@ void HttpServer::completion(const httplib::Request& req, httplib::Response& res,
   std::vector<ChoiceBuilder> choices;
   for (int i = 0; i < r.n; ++i)
     choices.emplace_back(r, engine_.tokenizer(), ep == Endpoint::kChat ? engine_.chat_name() : "",
-                         i);
+                         prompt.reply_prefix, i);
   const int socket = client_socket(req);
   const std::vector<RunResult> rr = engine_.run(
       r, prompt,

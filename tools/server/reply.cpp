@@ -7,8 +7,9 @@ std::string client_finish(const RunResult& r) {
 }
 
 ChoiceBuilder::ChoiceBuilder(const CompletionRequest& r, const Tokenizer& tok,
-                             const std::string& chat_name, int index)
-    : r_(r), tok_(tok), index_(index) {
+                             const std::string& chat_name, const std::string& reply_prefix,
+                             int index)
+    : r_(r), tok_(tok), index_(index), text_(reply_prefix), sent_(reply_prefix.size()) {
   if (!r.tools_json.empty()) tmpl_ = &chat_template(chat_name);
 }
 

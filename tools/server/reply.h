@@ -15,9 +15,10 @@ namespace krafla::server {
 
 class ChoiceBuilder {
  public:
-  // `chat_name` is the template the prompt was rendered with ("" for completions).
+  // `chat_name` is the template the prompt was rendered with ("" for completions);
+  // `reply_prefix` the markup the prompt wrote for the reply (Prepared::reply_prefix).
   ChoiceBuilder(const CompletionRequest& r, const Tokenizer& tok, const std::string& chat_name,
-                int index);
+                const std::string& reply_prefix, int index);
 
   // Streamed requests: the choice of the stream chunk for this piece, or nullopt when there is
   // nothing to send. Whole ones: gathers the piece, always nullopt.

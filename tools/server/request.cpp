@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -258,15 +259,30 @@ void format_and_tools(const nlohmann::ordered_json& ordered, CompletionRequest& 
   }
   std::string choice = "auto";
   if (auto c = ordered.find("tool_choice"); c != ordered.end() && !c->is_null()) {
-    if (!c->is_string()) unsupported("tool_choice", "only \"auto\" and \"none\" are implemented.");
-    choice = c->get<std::string>();
-    if (choice == "required")
-      unsupported("tool_choice", "\"required\" is not implemented; use \"auto\".");
-    if (choice != "auto" && choice != "none")
-      bad_value("tool_choice", fmt::format("'{}' is not one of none, auto, required.", choice));
+    if (c->is_object()) {  // {"type": "function", "function": {"name": …}}
+      auto f = c->find("function");
+      if (c->value("type", "") != "function" || f == c->end() || !f->is_object() ||
+          !f->contains("name") || !(*f)["name"].is_string())
+        bad_value("tool_choice",
+                  "a named tool choice is {\"type\": \"function\", "
+                  "\"function\": {\"name\": …}}.");
+      choice = "required";
+      r.tool_forced = (*f)["name"].get<std::string>();
+    } else if (c->is_string()) {
+      choice = c->get<std::string>();
+      if (choice != "auto" && choice != "none" && choice != "required")
+        bad_value("tool_choice", fmt::format("'{}' is not one of none, auto, required.", choice));
+    } else {
+      wrong_type("tool_choice", "a string or an object", json::parse(c->dump()));
+    }
   }
+  r.tool_required = choice == "required";
   auto tools = ordered.find("tools");
-  if (tools == ordered.end() || tools->is_null()) return;
+  if (tools == ordered.end() || tools->is_null()) {
+    if (r.tool_required)
+      bad_value("tool_choice", "a tool call is required, but no tools are given.");
+    return;
+  }
   if (!tools->is_array()) wrong_type("tools", "an array", json::parse(tools->dump()));
   for (size_t i = 0; i < tools->size(); ++i) {
     const auto& t = (*tools)[i];
@@ -279,7 +295,13 @@ void format_and_tools(const nlohmann::ordered_json& ordered, CompletionRequest& 
     if (f->contains("parameters") && !(*f)["parameters"].is_object())
       wrong_type(at + ".function.parameters", "an object", json::parse((*f)["parameters"].dump()));
   }
-  if (choice == "auto" && !tools->empty()) r.tools_json = tools->dump();
+  if (choice != "none" && !tools->empty()) r.tools_json = tools->dump();
+  if (r.tool_required && r.tools_json.empty())
+    bad_value("tool_choice", "a tool call is required, but no tools are given.");
+  if (!r.tool_forced.empty() && std::none_of(tools->begin(), tools->end(), [&](const auto& t) {
+        return t["function"]["name"] == r.tool_forced;
+      }))
+    bad_value("tool_choice", fmt::format("no tool is named '{}'.", r.tool_forced));
 }
 
 }  // namespace

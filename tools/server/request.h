@@ -32,6 +32,9 @@ struct CompletionRequest {
   int top_logprobs = 0;              // and of this many most likely tokens at each step (<= 20)
   std::optional<JsonSchema> format;  // response_format json_object / json_schema
   std::string tools_json;            // the tools array as the client wrote it; "" without tools
+  // tool_choice "required", or the name of the function it names: the reply must be a call.
+  bool tool_required = false;
+  std::string tool_forced;  // "": any of the tools
 };
 
 // OpenAI's sampling defaults: temperature 1, top_p 1, and the extensions off (top_k 0, min_p 0,
