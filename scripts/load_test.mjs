@@ -20,7 +20,11 @@ const { values: opt } = parseArgs({
     concurrency: { type: 'string', default: '8' },
     'max-tokens': { type: 'string', default: '16' },
     threads: { type: 'string', default: '2' },
-    parallel: { type: 'string', default: '' },  // ml_server --parallel (default: its own)
+    parallel: { type: 'string', default: '' },
+    ctx: { type: 'string', default: '512' },  // ml_server --ctx (per slot)  // ml_server --parallel (default: its own)
+    // both, or completions only (llama-server's chat endpoint refuses a random model's
+    // output: it parses the reply for the template's reasoning and tool markup)
+    endpoints: { type: 'string', default: 'both' },
     'time-limit': { type: 'string', default: '240' },  // seconds for the whole run
   },
 });
@@ -36,7 +40,7 @@ function fail(msg) {
 // Starts ml_server on a free port when --server is given; resolves to its base URL.
 function startServer() {
   if (!opt.model) fail('--server needs --model FILE.mlb');
-  const args = ['-m', opt.model, '--port', '0', '-t', opt.threads, '--ctx', '512', '-q'];
+  const args = ['-m', opt.model, '--port', '0', '-t', opt.threads, '--ctx', opt.ctx, '-q'];
   if (opt.parallel) args.push('--parallel', opt.parallel);
   const proc = spawn(opt.server, args,
     { stdio: ['ignore', 'ignore', 'pipe'] });
@@ -57,7 +61,7 @@ function requestFor(i) {
   if (stream) body.stream_options = { include_usage: true };  // tokens for the throughput
   // Every fourth request repeats the previous conversation's opening, so some prompts reuse
   // the KV cache and some do not.
-  if (i % 4 < 2) {
+  if (i % 4 < 2 && opt.endpoints !== 'completions') {
     body.messages = [{ role: 'system', content: 'You answer briefly.' },
                      { role: 'user', content: `Question ${Math.floor(i / 4)}: what is a fjord?` }];
     return { path: '/v1/chat/completions', body, stream };

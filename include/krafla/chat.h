@@ -1,5 +1,5 @@
 // Chat templates rendered by name, as the models' own Jinja chat_template renders them, and the
-// tool calls of a reply read back from each template's markup (docs/tools.md).
+// tool calls of a reply read back from each template's markup (docs/server.md, "Tool calls").
 #pragma once
 #include <string>
 #include <string_view>
@@ -64,7 +64,7 @@ struct ToolCallReply {
   std::vector<ToolCall> calls;  // ids are "": the server names the calls
 };
 
-// Reads the tool calls of a generated reply (docs/tools.md has the rules per format). Markup
+// Reads the tool calls of a generated reply (docs/server.md, "Tool calls" has the rules per format). Markup
 // that does not parse stays in the content; a template without tools returns the reply as
 // content. tools_json (as render() takes it) gives kXmlInTags the parameter types, so that a
 // string parameter "42" stays a string. Throws krafla::Error only for an unknown template.
