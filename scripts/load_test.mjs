@@ -1,12 +1,15 @@
 #!/usr/bin/env node
-// Bounded loopback load test of ml_server: N requests from C concurrent clients (half streamed,
-// half whole; chat and completions), each checked for a complete, well-formed answer. Prints
+// Bounded loopback load test of ml_server (or any OpenAI-compatible server): N requests from C
+// concurrent clients (half streamed, half whole, or all streamed with --stream all; chat and
+// completions, or completions only), each checked for a complete, well-formed answer. Prints
 // failures (must be 0), aggregate generated tokens/s, latency percentiles and, for the
-// streamed half, time to the first token and per-token latency; exits 1 on any failure.
+// streamed ones, time to the first token and per-token latency; exits 1 on any failure.
 // Node >= 18, no packages.
 //
 //   node scripts/load_test.mjs --server build/ml_server --model model.mlb [--requests 200]
+//        [--concurrency 8] [--parallel 8] [--ctx 512] [--max-tokens 16]
 //   node scripts/load_test.mjs --url http://127.0.0.1:8080 [--api-key KEY]
+//        [--endpoints completions] [--stream all]
 import { spawn } from 'node:child_process';
 import { parseArgs } from 'node:util';
 
@@ -25,6 +28,7 @@ const { values: opt } = parseArgs({
     // both, or completions only (llama-server's chat endpoint refuses a random model's
     // output: it parses the reply for the template's reasoning and tool markup)
     endpoints: { type: 'string', default: 'both' },
+    stream: { type: 'string', default: 'half' },  // half of the requests streamed, or all
     'time-limit': { type: 'string', default: '240' },  // seconds for the whole run
   },
 });
@@ -56,7 +60,7 @@ function startServer() {
 }
 
 function requestFor(i) {
-  const stream = i % 2 === 1;
+  const stream = opt.stream === 'all' || i % 2 === 1;
   const body = { max_tokens: MAX_TOKENS, temperature: 0.7, top_k: 40, seed: i, stream };
   if (stream) body.stream_options = { include_usage: true };  // tokens for the throughput
   // Every fourth request repeats the previous conversation's opening, so some prompts reuse

@@ -122,3 +122,28 @@ describe('disconnects', () => {
     assert.equal(r.status, 200);
   });
 });
+
+describe('--timeout', () => {
+  let srv;
+  before(async () => {
+    srv = await startServer(['--parallel', '1', '--ctx', '2048', '-t', '2', '--timeout', '0.4']);
+  });
+  after(async () => {
+    await srv.stop();
+  });
+
+  test('a request that runs out of time ends as length, and the next one is served', async () => {
+    const post = (body) => fetch(`${srv.url}/v1/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+    });
+    const t0 = Date.now();
+    const r = await post({ prompt: 'Once upon a time', max_tokens: 2000, temperature: 0 });
+    assert.ok(Date.now() - t0 < 2000, `took ${Date.now() - t0} ms`);
+    assert.equal(r.status, 200);
+    const j = await r.json();
+    assert.equal(j.choices[0].finish_reason, 'length');
+    assert.ok(j.usage.completion_tokens < 2000, `${j.usage.completion_tokens} tokens`);
+    assert.match(srv.log(), /generated, timeout/);
+    assert.equal((await post({ prompt: 'Hi', max_tokens: 2, temperature: 0 })).status, 200);
+  });
+});
