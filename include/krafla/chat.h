@@ -64,10 +64,10 @@ struct ToolCallReply {
   std::vector<ToolCall> calls;  // ids are "": the server names the calls
 };
 
-// Reads the tool calls of a generated reply (docs/server.md, "Tool calls" has the rules per format). Markup
-// that does not parse stays in the content; a template without tools returns the reply as
-// content. tools_json (as render() takes it) gives kXmlInTags the parameter types, so that a
-// string parameter "42" stays a string. Throws krafla::Error only for an unknown template.
+// Reads the tool calls of a generated reply (docs/server.md, "Tool calls" has the rules per
+// format). Markup that does not parse stays in the content; a template without tools returns the
+// reply as content. tools_json (as render() takes it) gives kXmlInTags the parameter types, so that
+// a string parameter "42" stays a string. Throws krafla::Error only for an unknown template.
 ToolCallReply parse_tool_calls(const std::string& template_name, std::string_view text,
                                std::string_view tools_json = {});
 

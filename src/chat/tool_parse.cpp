@@ -1,6 +1,6 @@
 // Tool calls read back from a generated reply, in the markup each tool-capable template
-// teaches its model (docs/server.md, "Tool calls"). What does not parse stays text: a model that botches the
-// markup has still said something, and the client gets to see it.
+// teaches its model (docs/server.md, "Tool calls"). What does not parse stays text: a model that
+// botches the markup has still said something, and the client gets to see it.
 #include <algorithm>
 #include <optional>
 

@@ -243,3 +243,31 @@ describe('tool calls (Qwen3 template)', { skip: !QWEN || !existsSync(QWEN) ? `no
     assert.equal(chunks.at(-1).choices[0].finish_reason, 'tool_calls');
   });
 });
+
+// Llama 3.1's format: the whole reply is {"name": …, "parameters": {…}}, with no tags around it.
+describe('tool calls (Llama 3.1 template)', () => {
+  let srv;
+  let client;
+  before(async () => {
+    srv = await startServer(['--ctx', '1024', '-t', '2', '--chat', 'llama3.1']);
+    client = clientFor(srv);
+  });
+  after(async () => {
+    const { code } = await srv.stop();
+    assert.equal(code, 0, srv.log());
+  });
+
+  test('a required call is parsed from the JSON reply, and the round trip renders', async () => {
+    const ask = [{ role: 'user', content: 'Weather in Oslo?' }];
+    const r = await client.chat.completions.create({
+      model: srv.model, messages: ask, tools: [weather], tool_choice: 'required', max_tokens: 300, temperature: 1, seed: 2,
+    });
+    const c = r.choices[0];
+    assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
+    assert.equal(c.message.tool_calls[0].function.name, 'get_weather');
+    assert.deepEqual(Object.keys(JSON.parse(c.message.tool_calls[0].function.arguments)), ['city', 'unit']);
+    const turn2 = [...ask, c.message, { role: 'tool', tool_call_id: c.message.tool_calls[0].id, content: '3 degrees' }];
+    const r2 = await client.chat.completions.create({ model: srv.model, messages: turn2, tools: [weather], max_tokens: 4, temperature: 0 });
+    assert.equal(r2.choices[0].message.role, 'assistant');
+  });
+});

@@ -283,6 +283,8 @@ std::vector<RunResult> Engine::run(const CompletionRequest& r, const Prepared& p
   }
   std::vector<RunResult> results;
   for (auto& j : jobs) {
+    if (j->result.finish_reason == "error")
+      throw ApiError(500, "The model failed: " + j->result.error, "server_error");
     if (j->slot < 0 &&
         (j->result.finish_reason == "shutdown" || j->result.finish_reason == "timeout"))
       throw ApiError(503,
@@ -367,7 +369,19 @@ void Engine::loop() {
       else if (eo_.timeout > 0 && seconds_since(j->arrived) > eo_.timeout)
         finish(*j, "timeout");
     }
-    step();
+    try {
+      step();
+    } catch (const std::exception& e) {
+      // The step's slots cannot go on (a NaN in the logits, memory): their requests fail with
+      // the reason, the server keeps serving.
+      for (auto& j : slots_)
+        if (j) {
+          const int slot = j->slot;
+          j->result.error = e.what();
+          finish(*j, "error");
+          session_.truncate(0, slot);  // its cache may hold half a step
+        }
+    }
   }
 }
 

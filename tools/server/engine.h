@@ -30,11 +30,12 @@ namespace krafla::server {
 
 struct RunResult {
   Usage usage;
-  // stop, length, cancelled (the client went away), timeout (--timeout) or shutdown
-  // (SIGINT/SIGTERM cut it short)
+  // stop, length, cancelled (the client went away), timeout (--timeout), shutdown
+  // (SIGINT/SIGTERM cut it short) or error (run() throws it as a 500)
   std::string finish_reason;
   double seconds = 0;  // from taking a slot to the end (queue wait excluded)
   double queued = 0;   // seconds waiting for a slot
+  std::string error;   // with finish_reason "error": what failed
 };
 
 // What a waiting request receives as its reply grows: text (valid UTF-8, stop strings already
