@@ -21,6 +21,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 "$root/scripts/fetch_tokenizers.sh"
+# cpp-httplib's whole header from Debian's source package, for a static ml_server; without it
+# ml_server links Debian's shared library.
+"$root/scripts/fetch_httplib.sh" >/dev/null || echo "setup: no cpp-httplib source; ml_server links the shared library" >&2
 if [ "${1:-}" = "--tests" ]; then
   for d in tests/tokenizer tests/unit/chat tests/server; do
     if [ -f "$root/$d/package.json" ] && [ ! -d "$root/$d/node_modules" ]; then
