@@ -13,17 +13,28 @@ if [ -f "$dest/httplib.h" ]; then
   exit 0
 fi
 sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
-# deb-src entries for the suites the system already uses, if there are none.
+# deb-src entries mirroring the system's own Debian/Ubuntu "deb" entries, if there are none.
 if ! apt-get source --print-uris -qq cpp-httplib >/dev/null 2>&1; then
-  echo "fetch_httplib: adding Debian source entries (/etc/apt/sources.list.d/krafla-src.sources)" >&2
-  $sudo tee /etc/apt/sources.list.d/krafla-src.sources >/dev/null <<'SRC'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-SRC
-  $sudo apt-get update -qq
+  list=/etc/apt/sources.list.d/krafla-src.sources
+  entries=$(for f in /etc/apt/sources.list.d/*.sources; do
+              [ -f "$f" ] && awk -v RS= -v ORS='\n\n' \
+                '/(^|\n)Types: *deb *(\n|$)/ && /(debian\.org|ubuntu\.com)/' "$f"
+            done | sed 's/^Types: *deb *$/Types: deb-src/')
+  if [ -z "$entries" ] && [ -f /etc/apt/sources.list ]; then  # one-line format
+    list=/etc/apt/sources.list.d/krafla-src.list
+    entries=$(grep -E '^deb .*(debian\.org|ubuntu\.com)' /etc/apt/sources.list | sed 's/^deb /deb-src /')
+  fi
+  if [ -z "$entries" ]; then
+    echo "fetch_httplib: error: no Debian or Ubuntu apt source to add deb-src entries for" >&2
+    exit 2
+  fi
+  echo "fetch_httplib: adding source entries ($list)" >&2
+  printf '%s\n' "$entries" | $sudo tee "$list" >/dev/null
+  if ! $sudo apt-get update -qq; then
+    $sudo rm -f "$list"
+    echo "fetch_httplib: error: apt-get update failed with the source entries (removed again)" >&2
+    exit 2
+  fi
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
