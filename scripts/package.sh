@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Builds Krafla's release archives, one per ISA build, and runs every one before it counts.
+#
+#   scripts/package.sh VERSION [ARCHIVE…]   # e.g. 0.1.0, or only linux-x86_64-avx2 linux-aarch64-neon
+#   scripts/package.sh --list               # the archives it knows, with how each is run
+#
+# Environment: KRAFLA_PACKAGE_OUT (default out/: archives in OUT/release), KRAFLA_PACKAGE_PREBUILT
+# =PRESET:DIR takes that preset's binaries from an existing static build instead of building it
+# (the test suite packages its own build so), and makes it the reference.
+#
+# For each archive: a static Release build of its preset in build/pkg-PRESET (tests off,
+# binaries stripped); the archive krafla-VERSION-PLATFORM-ISA.tar.gz holds bin/ (ml_run,
+# ml_bench, ml_tok, ml_server), README.md, LICENSE, CHANGELOG.md and converter/ (tools/convert.py
+# and the modules it imports; Python 3 with numpy). Then the archive is unpacked into a clean
+# directory and its ml_run generates from the trained model (models/brown-llama, converted to
+# Q8_0) natively, or under qemu-user with a CPU of its ISA level; the text must equal that of
+# the host's native build for the same seed, and ml_server must answer /health and a
+# completion. An archive whose ISA neither this CPU nor qemu has is reported and left out
+# (never published unverified). SHA256SUMS covers all archives of VERSION in out/release/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+# archive name | preset | how to run its binaries ("" = natively; "cpu:FLAGS" = needs those
+# /proc/cpuinfo flags natively) | strip tool
+targets=(
+  "linux-x86_64-scalar|scalar|qemu-x86_64 -cpu Opteron_G1|strip"
+  "linux-x86_64-sse2|sse2|qemu-x86_64 -cpu Opteron_G1|strip"
+  "linux-x86_64-sse41|sse41|qemu-x86_64 -cpu Nehalem|strip"
+  "linux-x86_64-avx2|avx2|cpu:avx2 fma f16c|strip"
+  "linux-x86_64-avxvnni|avxvnni|cpu:avx_vnni avx2 fma f16c|strip"
+  "linux-x86_64-avx512vnni|avx512vnni|cpu:avx512f avx512bw avx512vl avx512dq avx512_vnni|strip"
+  "linux-aarch64-neon|neon|qemu-aarch64 -cpu cortex-a57|aarch64-linux-gnu-strip"
+  "linux-aarch64-dotprod|dotprod|qemu-aarch64 -cpu cortex-a76|aarch64-linux-gnu-strip"
+  "linux-aarch64-i8mm|i8mm|qemu-aarch64 -cpu max|aarch64-linux-gnu-strip"
+  "linux-aarch64-sve|sve|qemu-aarch64 -cpu max,sve512=on|aarch64-linux-gnu-strip"
+  "linux-armv7-neon|neon32|qemu-arm -cpu cortex-a15|arm-linux-gnueabihf-strip"
+)
+bins=(ml_run ml_bench ml_tok ml_server)
+converter=(convert.py convert_tokenizer.py imatrix.py mlb.py quant.py safetensors_io.py family.py
+           gemma.py hf_config.py llama.py qwen35.py)
+py=/usr/bin/python3
+
+die() { echo "package: error: $*" >&2; exit 2; }
+log() { echo "package: $*" >&2; }
+
+if [ "${1:-}" = "--list" ]; then
+  for t in "${targets[@]}"; do IFS='|' read -r name preset run _ <<<"$t"; echo "$name ($preset; run: ${run:-native})"; done
+  exit 0
+fi
+[ $# -ge 1 ] || die "usage: scripts/package.sh VERSION [ARCHIVE…] (or --list)"
+version=$1; shift
+cmake_version=$(sed -n 's/^project(krafla VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
+[ "$version" = "$cmake_version" ] || die "version $version is not CMakeLists.txt's $cmake_version"
+wanted=("$@")
+
+out=${KRAFLA_PACKAGE_OUT:-$root/out}/release
+work=${KRAFLA_PACKAGE_OUT:-$root/out}/package-work
+prebuilt_preset=${KRAFLA_PACKAGE_PREBUILT:-}; prebuilt_preset=${prebuilt_preset%%:*}
+prebuilt_dir=${KRAFLA_PACKAGE_PREBUILT:-}; prebuilt_dir=${prebuilt_dir#*:}
+mkdir -p "$out" "$work"
+flags=" $(grep -m1 -E '^flags' /proc/cpuinfo | cut -d: -f2) "
+has_flags() { for f in $1; do [[ "$flags" == *" $f "* ]] || return 1; done; }
+
+# The test model and the reference text: the host's own native build.
+model=$work/brown-q8_0.mlb
+[ -f "$model" ] || "$py" tools/convert.py models/brown-llama --quant q8_0 -o "$model" >/dev/null
+prompt="The jury said"
+gen_args=(-m "$model" -p "$prompt" -n 24 -s 7 --temp 0.8 -t 2)
+
+pkg_dir() { if [ "$1" = "$prebuilt_preset" ]; then echo "$work/prebuilt-$1"; else echo "$root/build/pkg-$1"; fi; }
+
+build() {  # preset strip → its pkg_dir with stripped binaries in bin/
+  local preset=$1 strip=$2 dir
+  dir=$(pkg_dir "$1")
+  if [ "$preset" = "$prebuilt_preset" ]; then
+    mkdir -p "$dir/bin"
+    for b in "${bins[@]}"; do
+      file "$prebuilt_dir/$b" | grep -q "statically linked" || die "$prebuilt_dir/$b is not a static binary"
+      "$strip" -o "$dir/bin/$b" "$prebuilt_dir/$b"
+    done
+    return
+  fi
+  log "building $preset"
+  cmake --preset "$preset" -B "$dir" -DKRAFLA_BUILD_TESTS=OFF -DKRAFLA_BUILD_BENCHMARKS=OFF \
+    -DKRAFLA_BUILD_SERVER=ON -DKRAFLA_STATIC=ON >"$dir.configure.log" 2>&1 ||
+    { tail -20 "$dir.configure.log" >&2; die "configure of $preset failed"; }
+  cmake --build "$dir" -j"$(nproc)" --target "${bins[@]}" >"$dir.build.log" 2>&1 ||
+    { grep -E "error" "$dir.build.log" | head -20 >&2; die "build of $preset failed"; }
+  mkdir -p "$dir/bin"
+  for b in "${bins[@]}"; do "$strip" -o "$dir/bin/$b" "$dir/$b"; done
+}
+
+host_preset=${prebuilt_preset:-$(scripts/detect_isa.sh)}
+build "$host_preset" strip
+reference=$("$(pkg_dir "$host_preset")/bin/ml_run" "${gen_args[@]}" 2>/dev/null)
+[ -n "$reference" ] || die "the native $host_preset build generated nothing"
+log "reference text ($host_preset): $reference"
+
+# Runs one unpacked archive: ml_run's text against the reference, ml_server's answers.
+check() {  # dir runner
+  local dir=$1 runner=$2 text port pid ok=0
+  # shellcheck disable=SC2086
+  text=$($runner "$dir/bin/ml_run" "${gen_args[@]}" 2>"$dir/ml_run.err") ||
+    { cat "$dir/ml_run.err" >&2; return 1; }
+  if [ "$text" != "$reference" ]; then
+    log "  text differs: $text"
+    return 1
+  fi
+  # shellcheck disable=SC2086
+  $runner "$dir/bin/ml_tok" "$model" encode "$prompt" >/dev/null || return 1
+  port=$((20000 + RANDOM % 20000))
+  # shellcheck disable=SC2086
+  $runner "$dir/bin/ml_server" -m "$model" --port "$port" -t 2 -q 2>"$dir/server.err" &
+  pid=$!
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
+  if curl -sf "http://127.0.0.1:$port/v1/completions" \
+       -d "{\"prompt\": \"$prompt\", \"max_tokens\": 4, \"temperature\": 0}" | grep -q '"text_completion"'; then
+    ok=1
+  fi
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  [ "$ok" = 1 ] || { log "  ml_server did not answer"; cat "$dir/server.err" >&2; return 1; }
+}
+
+written=() skipped=()
+for t in "${targets[@]}"; do
+  IFS='|' read -r name preset run strip <<<"$t"
+  if [ ${#wanted[@]} -gt 0 ] && [[ " ${wanted[*]} " != *" $name "* ]]; then continue; fi
+  runner=""
+  if [[ "$run" == cpu:* ]]; then
+    if ! has_flags "${run#cpu:}"; then
+      log "$name: not run, so not packaged: this CPU lacks ${run#cpu:} and qemu has no such CPU"
+      skipped+=("$name")
+      continue
+    fi
+  else
+    runner=$run
+  fi
+  [ "$preset" = "$host_preset" ] || build "$preset" "$strip"
+  stem=krafla-$version-$name
+  stage=$work/$stem
+  rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/converter"
+  cp "$(pkg_dir "$preset")/bin/"* "$stage/bin/"
+  cp README.md LICENSE CHANGELOG.md "$stage/"
+  for f in "${converter[@]}"; do cp "tools/$f" "$stage/converter/"; done
+  tar -C "$work" -czf "$out/$stem.tar.gz" "$stem"
+  # Run it from a clean unpacked copy, not the staging directory.
+  probe=$(mktemp -d)
+  tar -C "$probe" -xzf "$out/$stem.tar.gz"
+  log "$name: checking (${runner:-native})"
+  if ! check "$probe/$stem" "$runner"; then
+    rm -f "$out/$stem.tar.gz"
+    die "$name: the archive failed its run (left in $probe)"
+  fi
+  rm -rf "$probe"
+  written+=("$stem.tar.gz")
+  log "$name: ok"
+done
+
+(cd "$out" && sha256sum krafla-"$version"-* >SHA256SUMS)
+log "wrote ${#written[@]} archives and SHA256SUMS to $out"
+[ ${#skipped[@]} -eq 0 ] || log "not packaged (no CPU to run them): ${skipped[*]}"
