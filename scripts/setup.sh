@@ -25,7 +25,7 @@ fi
 # ml_server links Debian's shared library.
 "$root/scripts/fetch_httplib.sh" >/dev/null || echo "setup: no cpp-httplib source; ml_server links the shared library" >&2
 if [ "${1:-}" = "--tests" ]; then
-  for d in tests/tokenizer tests/unit/chat tests/server; do
+  for d in tests/tokenizer tests/unit/chat tests/server tests/release; do
     if [ -f "$root/$d/package.json" ] && [ ! -d "$root/$d/node_modules" ]; then
       echo "setup: npm install in $d" >&2
       if [ -f "$root/$d/package-lock.json" ]; then

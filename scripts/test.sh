@@ -17,8 +17,9 @@ for p in $presets; do
   if [ $first = 1 ]; then
     ctest --preset "$p" -j "$(nproc)" -LE long || status=1
   else
-    # The tokenizer, Python-tool and server tests do not depend on the kernels: run them once.
-    ctest --preset "$p" -j "$(nproc)" -LE "tokenizer|python|server|long" || status=1
+    # The tokenizer, Python-tool, server and release tests do not depend on the kernels: run
+    # them once.
+    ctest --preset "$p" -j "$(nproc)" -LE "tokenizer|python|server|release|long" || status=1
   fi
   first=0
 done

@@ -118,6 +118,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--bin", required=True)
     p.add_argument("--work", required=True)
+    p.add_argument("--project-version", required=True, help="the version --version must print")
     a = p.parse_args()
     exe = lambda n: os.path.join(a.bin, n)  # noqa: E731
     model = os.path.join(a.work, "llama-q8_0.mlb")
@@ -130,7 +131,7 @@ def main() -> None:
                 continue
             r = run([exe(name), "--version"])
             ok = r.returncode == 0 and re.fullmatch(
-                rf"{name} \S+ \(commit \S+; ISA \w+; .+\)\n", r.stdout
+                rf"{name} {re.escape(a.project_version)} \(commit \S+; ISA \w+; .+\)\n", r.stdout
             )
             print(f"{'ok' if ok else 'FAIL'}: {name} --version: {r.stdout!r}")
             if not ok:

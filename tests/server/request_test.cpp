@@ -374,5 +374,13 @@ TEST(OpenAiShapes, ModelAndServerInfo) {
   EXPECT_FALSE(info["endpoints"].empty());
 }
 
+// system_fingerprint carries CMake's project version and the ISA (the test is told both by
+// CMake directly, not through the library's KRAFLA_VERSION).
+TEST(OpenAiShapes, FingerprintIsVersionAndIsa) {
+  const ResponseMeta m = new_meta(Endpoint::kChat, "tiny");
+  EXPECT_EQ(m.fingerprint, KRAFLA_EXPECTED_FINGERPRINT);
+  EXPECT_EQ(chunk_json(m, Choice{}, true, true)["system_fingerprint"], KRAFLA_EXPECTED_FINGERPRINT);
+}
+
 }  // namespace
 }  // namespace krafla::server
