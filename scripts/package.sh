@@ -15,7 +15,9 @@
 # directory and its ml_run generates from the trained model (models/brown-llama, converted to
 # Q8_0) natively, or under qemu-user with a CPU of its ISA level; the text must equal that of
 # the host's native build for the same seed, and ml_server must answer /health and a
-# completion. An archive whose ISA neither this CPU nor qemu has is reported and left out
+# completion. linux-x86_64-auto holds every x86 build that passed, under bin/ISA/, with a
+# launcher (scripts/krafla-launch) that runs the best one for the CPU (KRAFLA_ISA chooses).
+# An archive whose ISA neither this CPU nor qemu has is reported and left out
 # (never published unverified). SHA256SUMS covers all archives of VERSION in out/release/.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,6 +55,8 @@ version=$1; shift
 cmake_version=$(sed -n 's/^project(krafla VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)
 [ "$version" = "$cmake_version" ] || die "version $version is not CMakeLists.txt's $cmake_version"
 wanted=("$@")
+[ -z "$(git status --porcelain 2>/dev/null)" ] ||
+  log "warning: the tree has uncommitted changes; the binaries' --version will say -dirty"
 
 out=${KRAFLA_PACKAGE_OUT:-$root/out}/release
 work=${KRAFLA_PACKAGE_OUT:-$root/out}/package-work
@@ -122,7 +126,32 @@ check() {  # dir runner
   [ "$ok" = 1 ] || { log "  ml_server did not answer"; cat "$dir/server.err" >&2; return 1; }
 }
 
-written=() skipped=()
+# Stages krafla-VERSION-NAME with the binaries of BINDIR (copied as they are, links too) and
+# writes its archive.
+stage_archive() {  # name bindir
+  stem=krafla-$version-$1
+  local stage=$work/$stem
+  rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/converter"
+  cp -a "$2/." "$stage/bin/"
+  cp README.md LICENSE CHANGELOG.md "$stage/"
+  for f in "${converter[@]}"; do cp "tools/$f" "$stage/converter/"; done
+  tar -C "$work" -czf "$out/$stem.tar.gz" "$stem"
+}
+
+# Runs the archive just written from a clean unpacked copy, not the staging directory.
+verify() {  # name runner
+  local probe
+  probe=$(mktemp -d)
+  tar -C "$probe" -xzf "$out/$stem.tar.gz"
+  log "$1: checking (${2:-native})"
+  if ! check "$probe/$stem" "$2"; then
+    rm -f "$out/$stem.tar.gz"
+    die "$1: the archive failed its run (left in $probe)"
+  fi
+  rm -rf "$probe"
+}
+
+written=() skipped=() x86=()
 for t in "${targets[@]}"; do
   IFS='|' read -r name preset run strip <<<"$t"
   if [ ${#wanted[@]} -gt 0 ] && [[ " ${wanted[*]} " != *" $name "* ]]; then continue; fi
@@ -137,25 +166,34 @@ for t in "${targets[@]}"; do
     runner=$run
   fi
   [ "$preset" = "$host_preset" ] || build "$preset" "$strip"
-  stem=krafla-$version-$name
-  stage=$work/$stem
-  rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/converter"
-  cp "$(pkg_dir "$preset")/bin/"* "$stage/bin/"
-  cp README.md LICENSE CHANGELOG.md "$stage/"
-  for f in "${converter[@]}"; do cp "tools/$f" "$stage/converter/"; done
-  tar -C "$work" -czf "$out/$stem.tar.gz" "$stem"
-  # Run it from a clean unpacked copy, not the staging directory.
-  probe=$(mktemp -d)
-  tar -C "$probe" -xzf "$out/$stem.tar.gz"
-  log "$name: checking (${runner:-native})"
-  if ! check "$probe/$stem" "$runner"; then
-    rm -f "$out/$stem.tar.gz"
-    die "$name: the archive failed its run (left in $probe)"
-  fi
-  rm -rf "$probe"
+  stage_archive "$name" "$(pkg_dir "$preset")/bin"
+  verify "$name" "$runner"
   written+=("$stem.tar.gz")
+  [[ "$name" == linux-x86_64-* ]] && x86+=("$preset")
   log "$name: ok"
 done
+
+# linux-x86_64-auto: every x86 build packaged above under bin/ISA/, and a launcher that runs the
+# best one for the CPU (scripts/krafla-launch). Checked as the others, then with each ISA
+# forced through KRAFLA_ISA.
+if [ ${#x86[@]} -gt 1 ] && { [ ${#wanted[@]} -eq 0 ] || [[ " ${wanted[*]} " == *" linux-x86_64-auto "* ]]; }; then
+  auto=$work/auto-bin
+  rm -rf "$auto" && mkdir -p "$auto"
+  cp scripts/krafla-launch "$auto/"
+  for p in "${x86[@]}"; do cp -r "$(pkg_dir "$p")/bin" "$auto/$p"; done
+  for b in "${bins[@]}"; do ln -s krafla-launch "$auto/$b"; done
+  stage_archive linux-x86_64-auto "$auto"
+  verify linux-x86_64-auto ""
+  probe=$(mktemp -d)
+  tar -C "$probe" -xzf "$out/$stem.tar.gz"
+  for p in "${x86[@]}"; do
+    has_isa=$(KRAFLA_ISA=$p "$probe/$stem/bin/ml_run" --version 2>&1 || true)
+    [[ "$has_isa" == *"ISA $p;"* ]] || die "auto: KRAFLA_ISA=$p ran: $has_isa"
+  done
+  log "linux-x86_64-auto: the launcher picks $("$probe/$stem/bin/ml_run" --version | sed -n 's/.*ISA \([a-z0-9]*\).*/\1/p') here; KRAFLA_ISA chooses"
+  rm -rf "$probe"
+  written+=("$stem.tar.gz")
+fi
 
 (cd "$out" && sha256sum krafla-"$version"-* >SHA256SUMS)
 log "wrote ${#written[@]} archives and SHA256SUMS to $out"
