@@ -10,8 +10,18 @@ import { MODEL, startServer } from './harness.mjs';
 
 const QWEN = process.env.ML_MODEL_QWEN;
 
-function clientFor(srv) {
-  return new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+// A server for one describe block: started before its tests, stopped (exit code 0) after.
+function withServer(args, opts = {}) {
+  const s = {};
+  before(async () => {
+    s.srv = await startServer(args, opts);
+    s.client = new OpenAI({ baseURL: `${s.srv.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+  });
+  after(async () => {
+    const { code } = await s.srv.stop();
+    assert.equal(code, 0, s.srv.log());
+  });
+  return s;
 }
 
 async function collect(stream) {
@@ -21,21 +31,12 @@ async function collect(stream) {
 }
 
 describe('logprobs, n and JSON output', () => {
-  let srv;
-  let client;
-  before(async () => {
-    srv = await startServer(['--ctx', '1024', '-t', '2', '--parallel', '4']);
-    client = clientFor(srv);
-  });
-  after(async () => {
-    const { code } = await srv.stop();
-    assert.equal(code, 0, srv.log());
-  });
+  const s = withServer(['--ctx', '1024', '-t', '2', '--parallel', '4']);
   const messages = [{ role: 'user', content: 'Tell me about lava.' }];
 
   test('chat logprobs: one entry per token, the greedy token is the most likely, streamed equals whole', async () => {
-    const params = { model: srv.model, messages, max_tokens: 8, temperature: 0, logprobs: true, top_logprobs: 5 };
-    const r = await client.chat.completions.create(params);
+    const params = { model: s.srv.model, messages, max_tokens: 8, temperature: 0, logprobs: true, top_logprobs: 5 };
+    const r = await s.client.chat.completions.create(params);
     const lp = r.choices[0].logprobs.content;
     assert.equal(lp.length, r.usage.completion_tokens);
     // The content leaves special tokens out; their logprobs are listed all the same.
@@ -50,14 +51,14 @@ describe('logprobs, n and JSON output', () => {
       const mass = t.top_logprobs.reduce((a, x) => a + Math.exp(x.logprob), 0);
       assert.ok(mass <= 1 + 1e-5, `top-5 probability mass ${mass}`);
     }
-    const chunks = await collect(await client.chat.completions.create({ ...params, stream: true }));
+    const chunks = await collect(await s.client.chat.completions.create({ ...params, stream: true }));
     const streamed = chunks.flatMap((c) => c.choices[0]?.logprobs?.content ?? []);
     assert.deepEqual(streamed, lp);
   });
 
   test('sampled tokens (top_k 20): each is listed among the 20 alternatives with its own logprob', async () => {
-    const r = await client.chat.completions.create({
-      model: srv.model, messages, max_tokens: 12, temperature: 1.5, top_k: 20, seed: 9, logprobs: true, top_logprobs: 20,
+    const r = await s.client.chat.completions.create({
+      model: s.srv.model, messages, max_tokens: 12, temperature: 1.5, top_k: 20, seed: 9, logprobs: true, top_logprobs: 20,
     });
     let not_first = 0;
     for (const t of r.choices[0].logprobs.content) {
@@ -70,7 +71,7 @@ describe('logprobs, n and JSON output', () => {
   });
 
   test('completions logprobs: the legacy shape with offsets', async () => {
-    const r = await client.completions.create({ model: srv.model, prompt: 'Lava is', max_tokens: 6, temperature: 0, logprobs: 3 });
+    const r = await s.client.completions.create({ model: s.srv.model, prompt: 'Lava is', max_tokens: 6, temperature: 0, logprobs: 3 });
     const l = r.choices[0].logprobs;
     assert.equal(l.tokens.length, r.usage.completion_tokens);
     assert.equal(l.token_logprobs.length, l.tokens.length);
@@ -85,18 +86,18 @@ describe('logprobs, n and JSON output', () => {
   });
 
   test('n choices: choice i answers as a request of its own with seed + i', async () => {
-    const params = { model: srv.model, messages, max_tokens: 10, temperature: 1.2, seed: 40 };
-    const r = await client.chat.completions.create({ ...params, n: 3 });
+    const params = { model: s.srv.model, messages, max_tokens: 10, temperature: 1.2, seed: 40 };
+    const r = await s.client.chat.completions.create({ ...params, n: 3 });
     assert.deepEqual(r.choices.map((c) => c.index), [0, 1, 2]);
     let total = 0;
     for (let i = 0; i < 3; i++) {
-      const one = await client.chat.completions.create({ ...params, seed: 40 + i });
+      const one = await s.client.chat.completions.create({ ...params, seed: 40 + i });
       assert.equal(r.choices[i].message.content, one.choices[0].message.content, `choice ${i}`);
       total += one.usage.completion_tokens;
     }
     assert.equal(r.usage.completion_tokens, total);
     assert.notEqual(r.choices[0].message.content, r.choices[1].message.content);
-    const chunks = await collect(await client.chat.completions.create({ ...params, n: 3, stream: true }));
+    const chunks = await collect(await s.client.chat.completions.create({ ...params, n: 3, stream: true }));
     for (let i = 0; i < 3; i++) {
       const text = chunks.filter((c) => c.choices[0]?.index === i).map((c) => c.choices[0].delta?.content ?? '').join('');
       assert.equal(text, r.choices[i].message.content, `streamed choice ${i}`);
@@ -128,8 +129,8 @@ describe('logprobs, n and JSON output', () => {
   }
 
   test('json_schema: 20 seeds, every reply parses and validates', async () => {
-    const replies = await Promise.all(Array.from({ length: 20 }, (_, seed) => client.chat.completions.create({
-      model: srv.model, messages: [{ role: 'user', content: 'A person as JSON.' }], max_tokens: 1000,
+    const replies = await Promise.all(Array.from({ length: 20 }, (_, seed) => s.client.chat.completions.create({
+      model: s.srv.model, messages: [{ role: 'user', content: 'A person as JSON.' }], max_tokens: 1000,
       temperature: 1, seed,
       response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } },
     })));
@@ -142,8 +143,8 @@ describe('logprobs, n and JSON output', () => {
 
   test('json_object: replies that end by themselves are JSON objects', async () => {
     for (let seed = 0; seed < 5; seed++) {
-      const r = await client.chat.completions.create({
-        model: srv.model, messages, max_tokens: 300, temperature: 1, seed, response_format: { type: 'json_object' },
+      const r = await s.client.chat.completions.create({
+        model: s.srv.model, messages, max_tokens: 300, temperature: 1, seed, response_format: { type: 'json_object' },
       });
       const c = r.choices[0];
       if (c.finish_reason !== 'stop') continue;
@@ -154,8 +155,8 @@ describe('logprobs, n and JSON output', () => {
   });
 
   test('tools on a template without tool calling: 400 naming tools', async () => {
-    await assert.rejects(client.chat.completions.create({
-      model: srv.model, messages, tools: [{ type: 'function', function: { name: 'f' } }],
+    await assert.rejects(s.client.chat.completions.create({
+      model: s.srv.model, messages, tools: [{ type: 'function', function: { name: 'f' } }],
     }), (e) => e instanceof OpenAI.BadRequestError && e.param === 'tools');
   });
 });
@@ -182,21 +183,12 @@ const clock = {
 };
 
 describe('tool calls (Qwen3 template)', { skip: !QWEN || !existsSync(QWEN) ? `no Qwen3 model (ML_MODEL_QWEN=${QWEN})` : false }, () => {
-  let srv;
-  let client;
-  before(async () => {
-    srv = await startServer(['--ctx', '1024', '-t', '2', '--chat', 'qwen3-nothink'], { model: QWEN });
-    client = clientFor(srv);
-  });
-  after(async () => {
-    const { code } = await srv.stop();
-    assert.equal(code, 0, srv.log());
-  });
+  const s = withServer(['--ctx', '1024', '-t', '2', '--chat', 'qwen3-nothink'], { model: QWEN });
   const ask = [{ role: 'user', content: 'Weather in Reykjavik?' }];
 
   test('a required call comes back in OpenAI shape, and its result goes back to the model', async () => {
-    const r = await client.chat.completions.create({
-      model: srv.model, messages: ask, tools: [weather, clock], tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    const r = await s.client.chat.completions.create({
+      model: s.srv.model, messages: ask, tools: [weather, clock], tool_choice: { type: 'function', function: { name: 'get_weather' } },
       max_tokens: 300, temperature: 1, seed: 3,
     });
     const c = r.choices[0];
@@ -212,7 +204,7 @@ describe('tool calls (Qwen3 template)', { skip: !QWEN || !existsSync(QWEN) ? `no
     assert.ok(['c', 'f'].includes(args.unit));
     // The round trip: the call and its result in the conversation, the model answers.
     const turn2 = [...ask, c.message, { role: 'tool', tool_call_id: call.id, content: '7 degrees' }];
-    const r2 = await client.chat.completions.create({ model: srv.model, messages: turn2, tools: [weather, clock], max_tokens: 8, temperature: 0 });
+    const r2 = await s.client.chat.completions.create({ model: s.srv.model, messages: turn2, tools: [weather, clock], max_tokens: 8, temperature: 0 });
     assert.equal(r2.choices[0].message.role, 'assistant');
     assert.ok(r2.usage.prompt_tokens > r.usage.prompt_tokens);
   });
@@ -220,8 +212,8 @@ describe('tool calls (Qwen3 template)', { skip: !QWEN || !existsSync(QWEN) ? `no
   test('"required" with several tools picks one of them; streamed calls arrive as tool_calls deltas', async () => {
     const names = new Set();
     for (let seed = 0; seed < 6; seed++) {
-      const r = await client.chat.completions.create({
-        model: srv.model, messages: ask, tools: [weather, clock], tool_choice: 'required', max_tokens: 300, temperature: 1, seed,
+      const r = await s.client.chat.completions.create({
+        model: s.srv.model, messages: ask, tools: [weather, clock], tool_choice: 'required', max_tokens: 300, temperature: 1, seed,
       });
       const calls = r.choices[0].message.tool_calls;
       assert.equal(calls?.length, 1, JSON.stringify(r.choices[0]));
@@ -232,8 +224,8 @@ describe('tool calls (Qwen3 template)', { skip: !QWEN || !existsSync(QWEN) ? `no
       else assert.deepEqual(Object.keys(args), ['city', 'unit']);
     }
     assert.equal(names.size, 2, 'six seeds all called the same tool');
-    const chunks = await collect(await client.chat.completions.create({
-      model: srv.model, messages: ask, tools: [weather], tool_choice: 'required', max_tokens: 300, temperature: 1, seed: 5, stream: true,
+    const chunks = await collect(await s.client.chat.completions.create({
+      model: s.srv.model, messages: ask, tools: [weather], tool_choice: 'required', max_tokens: 300, temperature: 1, seed: 5, stream: true,
     }));
     const deltas = chunks.flatMap((ch) => ch.choices[0]?.delta?.tool_calls ?? []);
     assert.equal(deltas.length, 1);
@@ -246,28 +238,19 @@ describe('tool calls (Qwen3 template)', { skip: !QWEN || !existsSync(QWEN) ? `no
 
 // Llama 3.1's format: the whole reply is {"name": …, "parameters": {…}}, with no tags around it.
 describe('tool calls (Llama 3.1 template)', () => {
-  let srv;
-  let client;
-  before(async () => {
-    srv = await startServer(['--ctx', '1024', '-t', '2', '--chat', 'llama3.1']);
-    client = clientFor(srv);
-  });
-  after(async () => {
-    const { code } = await srv.stop();
-    assert.equal(code, 0, srv.log());
-  });
+  const s = withServer(['--ctx', '1024', '-t', '2', '--chat', 'llama3.1']);
 
   test('a required call is parsed from the JSON reply, and the round trip renders', async () => {
     const ask = [{ role: 'user', content: 'Weather in Oslo?' }];
-    const r = await client.chat.completions.create({
-      model: srv.model, messages: ask, tools: [weather], tool_choice: 'required', max_tokens: 300, temperature: 1, seed: 2,
+    const r = await s.client.chat.completions.create({
+      model: s.srv.model, messages: ask, tools: [weather], tool_choice: 'required', max_tokens: 300, temperature: 1, seed: 2,
     });
     const c = r.choices[0];
     assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
     assert.equal(c.message.tool_calls[0].function.name, 'get_weather');
     assert.deepEqual(Object.keys(JSON.parse(c.message.tool_calls[0].function.arguments)), ['city', 'unit']);
     const turn2 = [...ask, c.message, { role: 'tool', tool_call_id: c.message.tool_calls[0].id, content: '3 degrees' }];
-    const r2 = await client.chat.completions.create({ model: srv.model, messages: turn2, tools: [weather], max_tokens: 4, temperature: 0 });
+    const r2 = await s.client.chat.completions.create({ model: s.srv.model, messages: turn2, tools: [weather], max_tokens: 4, temperature: 0 });
     assert.equal(r2.choices[0].message.role, 'assistant');
   });
 });
