@@ -61,7 +61,8 @@ def svg(data: list[dict]) -> str:
         x = left + k * scale
         dash = "" if k == 1 else ' stroke-dasharray="2,3"'
         parts.append(
-            f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{height - 30}" stroke="#999"{dash}/>'
+            f'<line x1="{x:.1f}" y1="{top - 4}" x2="{x:.1f}" y2="{height - 30}" '
+            f'stroke="#999"{dash}/>'
         )
         parts.append(f'<text x="{x:.1f}" y="{height - 16}" text-anchor="middle">{k}×</text>')
     for i, r in enumerate(data):
