@@ -212,10 +212,13 @@ void PackCache::write(const std::string& path, const ModelFile& model,
       throw Error(fmt::format("{}: writing the pack cache failed (disk full?)", tmp));
     }
   }
+  // Windows refuses to replace a file that another process has mapped (an ml_server using the
+  // old cache); the caller then keeps the weights it packed and says so.
   std::filesystem::rename(fs_path(tmp), fs_path(path), ec);
   if (ec) {
+    const std::string reason = ec.message();  // before remove() overwrites ec
     std::filesystem::remove(fs_path(tmp), ec);
-    throw Error(fmt::format("{}: cannot move the pack cache into place: {}", path, ec.message()));
+    throw Error(fmt::format("{}: cannot move the pack cache into place: {}", path, reason));
   }
 }
 
