@@ -21,8 +21,9 @@ namespace krafla::cli {
 constexpr int kExitBadInput = 2;
 constexpr int kExitCpu = 3;
 
-// Runs the CPU guard (exit 3 naming the missing feature), then body(); a krafla::Error or
-// other exception becomes "PROG: error: …" on stderr and exit 2 (bad input) or 1.
+// Sets up the standard streams (console.h), runs the CPU guard (exit 3 naming the missing
+// feature), then body(); a krafla::Error or other exception becomes "PROG: error: …" on stderr
+// and exit 2 (bad input) or 1.
 int run_main(const char* prog, const std::function<int()>& body);
 
 // Adds --version, then parses the arguments (llama.cpp's -sys read as --system). --help and

@@ -92,10 +92,7 @@ double stddev(const std::vector<double>& v) {
 }
 
 std::string now_iso() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", tm);
+  return fmt::format("{:%Y-%m-%dT%H:%M:%SZ}", fmt::gmtime(std::time(nullptr)));  // thread-safe
 }
 
 // The tests in llama-bench's order: per thread count and depth, the -p tests then the -n

@@ -18,6 +18,7 @@
 #include "model_info.h"
 #include "run_chat.h"
 #include "run_perplexity.h"
+#include "src/io/utf8_path.h"
 #include "stop_filter.h"
 
 using namespace krafla;
@@ -136,6 +137,7 @@ cli::ChatOptions chat_options(const Model& model, const Args& a) {
 
 std::string default_history_path() {
   const char* home = std::getenv("HOME");
+  if (!home || !*home) home = std::getenv("USERPROFILE");  // Windows
   return home && *home ? std::string(home) + "/.krafla_history" : "";
 }
 
@@ -249,7 +251,7 @@ int main(int argc, char** argv) {
     Imatrix imatrix;  // read before the load too: a bad file fails at once
     if (!a.imatrix_path.empty()) {
       if (!a.tokens.empty()) throw Error("--imatrix goes with -p, -f or --perplexity");
-      if (std::filesystem::exists(a.imatrix_path)) imatrix.merge_file(a.imatrix_path);
+      if (std::filesystem::exists(fs_path(a.imatrix_path))) imatrix.merge_file(a.imatrix_path);
       a.imatrix = &imatrix;
     }
     const double t0 = cli::now_seconds();

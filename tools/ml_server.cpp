@@ -1,13 +1,11 @@
 // ml_server: an OpenAI-compatible HTTP server (chat and text completions, SSE streaming) over
 // one model. The work is in tools/server/; this file parses arguments and owns the process:
-// loading, binding, and the SIGINT/SIGTERM shutdown.
+// loading, binding, and the shutdown on Ctrl-C or SIGTERM (server/stop_signal.h).
 #include <fmt/format.h>
-#include <pthread.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -17,6 +15,8 @@
 #include "krafla/model.h"
 #include "server/engine.h"
 #include "server/http_server.h"
+#include "server/stop_signal.h"
+#include "src/io/utf8_path.h"
 
 using namespace krafla;
 
@@ -30,22 +30,10 @@ struct Args {
   server::EngineOptions engine;
 };
 
-// Signals are blocked in every thread (the mask is inherited) and taken synchronously by one
-// waiter thread, which may then call the non-async-signal-safe server.stop(). SIGUSR1 is how
-// the main thread wakes the waiter when the server ends by itself.
-sigset_t waited_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGUSR1);
-  return set;
-}
-
 int serve(const Args& a) {
   const double t0 = cli::now_seconds();
   auto model = cli::load_model("ml_server", a.model, a.threads, a.pack_cache);
-  const std::string id = a.alias.empty() ? std::filesystem::path(a.model).stem().string() : a.alias;
+  const std::string id = a.alias.empty() ? utf8_string(fs_path(a.model).stem()) : a.alias;
   server::Engine engine(*model, {a.threads, a.ctx, a.batch, a.kv, a.parallel}, id, a.chat,
                         a.engine);
   server::HttpServer http(engine, a.http);
@@ -66,23 +54,20 @@ int serve(const Args& a) {
              a.http.api_key.empty() ? "" : " (API key required)");
 
   std::atomic<bool> listen_returned{false};
-  std::thread waiter([&] {
-    const sigset_t set = waited_signals();
-    int sig = 0;
-    sigwait(&set, &sig);
-    if (sig == SIGUSR1) return;
-    fmt::print(stderr, "ml_server: shutting down\n");
-    // A signal that came during loading must not reach stop() before listen() runs, or it
-    // would be lost.
-    while (!http.running() && !listen_returned)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    http.stop();
-  });
-  const bool ok = http.listen();
-  listen_returned = true;
-  // listen() also returns when the server fails; wake the waiter so it can be joined.
-  pthread_kill(waiter.native_handle(), SIGUSR1);
-  waiter.join();
+  bool ok = false;
+  {
+    server::StopSignal stop_signal([&] {
+      fmt::print(stderr, "ml_server: shutting down\n");
+      // A signal that came during loading must not reach stop() before listen() runs, or it
+      // would be lost.
+      while (!http.running() && !listen_returned)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      http.stop();
+    });
+    ok = http.listen();
+    listen_returned = true;
+    // listen() also returns when the server fails: stop_signal's end stops its wait.
+  }
   if (!ok) throw Error("the HTTP server stopped unexpectedly");
   fmt::print(stderr, "ml_server: stopped\n");
   return 0;
@@ -91,10 +76,7 @@ int serve(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A client that hangs up must not kill the process with SIGPIPE: writes then fail instead.
-  std::signal(SIGPIPE, SIG_IGN);
-  const sigset_t set = waited_signals();
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  server::prepare_stop_signals();
   return cli::run_main("ml_server", [&] {
     Args a;
     CLI::App app{"ml_server: OpenAI-compatible HTTP server for a Krafla model (.mlb)"};

@@ -1,5 +1,7 @@
 // SmolLM3's chat template, written from its official Jinja chat_template (verbatim in
 // tests/unit/chat/gen_chat_fixtures.mjs), tools included.
+#include <fmt/chrono.h>
+
 #include <cstdlib>
 #include <ctime>
 
@@ -31,11 +33,9 @@ constexpr const char* kThinkInstructions =
 // pin the date with it).
 std::string today_date() {
   if (const char* d = std::getenv("KRAFLA_CHAT_DATE"); d && *d) return d;
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[64];
-  return std::string(buf, std::strftime(buf, sizeof buf, "%d %B %Y", &tm));
+  // fmt::gmtime: gmtime_r is POSIX only, and gmtime's static buffer is shared by the server's
+  // threads. %B is the English month name, as the C locale writes it.
+  return fmt::format("{:%d %B %Y}", fmt::gmtime(std::time(nullptr)));
 }
 
 // The template's xml_tools (what transformers' tools are for SmolLM3): each tool printed with

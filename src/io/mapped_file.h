@@ -1,4 +1,6 @@
-// A read-only memory mapping of a whole regular file (what ModelFile and GgufFile parse).
+// A read-only memory mapping of a whole regular file (what ModelFile, GgufFile and PackCache
+// parse). The one platform file of the loader: mmap on POSIX, CreateFileMapping/MapViewOfFile
+// on Windows; the rest of the library only sees data() and size().
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,7 +20,7 @@ class MappedFile {
   uint64_t size() const { return size_; }
 
  private:
-  int fd_ = -1;
+  // The mapping outlives the file descriptor or handle it was made from (closed once mapped).
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
 };

@@ -1,18 +1,18 @@
 #include "io/pack_cache.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
+#include "io/mapped_file.h"
 #include "io/model_file.h"
+#include "io/utf8_path.h"
 #include "kernels/kernels.h"
 #include "krafla/error.h"
 
@@ -31,16 +31,23 @@ uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603ull) {
 uint64_t align64(uint64_t n) { return (n + 63) / 64 * 64; }
 
 // What the cache was made from and for: any difference makes it stale or foreign.
+// The modification time is std::filesystem's, in nanoseconds since 1970: on Linux exactly
+// stat's st_mtim, on Windows (MinGW's libstdc++) whole seconds.
 nlohmann::json identity(const ModelFile& model) {
-  struct stat st {};
-  if (::stat(model.path().c_str(), &st) != 0)
-    throw Error(fmt::format("{}: stat failed: {}", model.path(), std::strerror(errno)));
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path source = fs_path(model.path());
+  const uint64_t size = fs::file_size(source, ec);
+  const fs::file_time_type mtime = ec ? fs::file_time_type() : fs::last_write_time(source, ec);
+  if (ec) throw Error(fmt::format("{}: stat failed: {}", model.path(), ec.message()));
+  const auto mtime_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::file_clock::to_sys(mtime).time_since_epoch());
   return {{"format", kVersion},
           {"krafla", KRAFLA_VERSION},
           {"isa", kernels::isa_name()},
           {"row_tile", kernels::row_tile()},
-          {"source_size", uint64_t(st.st_size)},
-          {"source_mtime_ns", int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec},
+          {"source_size", size},
+          {"source_mtime_ns", int64_t(mtime_ns.count())},
           {"source_meta_hash", fmt::format("{:016x}", fnv1a(model.meta().dump()))}};
 }
 
@@ -86,40 +93,50 @@ void create_cache_dir(const std::filesystem::path& dir) {
   const auto parent = dir.parent_path();
   if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
     throw Error(fmt::format(
-        "{}: cannot create the pack cache directory: {} {}", dir.string(), parent.string(),
+        "{}: cannot create the pack cache directory: {} {}", utf8_string(dir), utf8_string(parent),
         std::filesystem::exists(parent, ec) ? "is not a directory" : "does not exist"));
   std::filesystem::create_directory(dir, ec);
   if (ec || !std::filesystem::is_directory(dir, ec))
-    throw Error(fmt::format("{}: cannot create the pack cache directory: {}", dir.string(),
+    throw Error(fmt::format("{}: cannot create the pack cache directory: {}", utf8_string(dir),
                             ec ? ec.message() : "a file of that name is in the way"));
 }
 
 }  // namespace
 
 std::string PackCache::path_for(const std::string& dir, const std::string& model_path) {
-  const std::filesystem::path p = std::filesystem::absolute(model_path);
-  return (std::filesystem::path(dir) / fmt::format("{}-{:08x}.{}.mlpc", p.filename().string(),
-                                                   uint32_t(fnv1a(p.string()) & 0xffffffffu),
-                                                   kernels::isa_name()))
-      .string();
+  const std::filesystem::path p = std::filesystem::absolute(fs_path(model_path));
+  return utf8_string(
+      fs_path(dir) /
+      fs_path(fmt::format("{}-{:08x}.{}.mlpc", utf8_string(p.filename()),
+                          uint32_t(fnv1a(utf8_string(p)) & 0xffffffffu), kernels::isa_name())));
 }
 
 std::unique_ptr<PackCache> PackCache::open(const std::string& path, const ModelFile& model,
                                            const std::vector<PackEntry>& entries,
                                            std::string* why) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *why = errno == ENOENT ? "no cache file yet"
-                           : fmt::format("cannot open: {}", std::strerror(errno));
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(fs_path(path), ec);
+  if (ec) {
+    *why = ec == std::errc::no_such_file_or_directory
+               ? "no cache file yet"
+               : fmt::format("cannot open: {}", ec.message());
     return nullptr;
   }
-  struct stat st {};
-  const bool stat_ok = ::fstat(fd, &st) == 0;
-  const uint64_t size = stat_ok ? uint64_t(st.st_size) : 0;
-  char head[kHeader] = {};
-  if (!stat_ok || size < kHeader || ::pread(fd, head, kHeader, 0) != ssize_t(kHeader) ||
-      std::memcmp(head, kMagic, 8) != 0) {
-    ::close(fd);
+  if (size < kHeader) {
+    *why = "foreign: not a Krafla pack cache (bad magic or truncated header)";
+    return nullptr;
+  }
+  // Mapped before the header is checked: a mapping costs no reads, and MappedFile is the one
+  // place that knows how to map a file on each platform.
+  std::unique_ptr<MappedFile> map;
+  try {
+    map = std::make_unique<MappedFile>(path, "a Krafla pack cache");
+  } catch (const Error& e) {
+    *why = fmt::format("cannot map: {}", e.what());
+    return nullptr;
+  }
+  const uint8_t* head = map->data();
+  if (map->size() != size || std::memcmp(head, kMagic, 8) != 0) {
     *why = "foreign: not a Krafla pack cache (bad magic or truncated header)";
     return nullptr;
   }
@@ -128,17 +145,14 @@ std::unique_ptr<PackCache> PackCache::open(const std::string& path, const ModelF
   std::memcpy(&version, head + 8, 4);
   std::memcpy(&json_size, head + 16, 8);
   if (version != kVersion || json_size > size - kHeader) {
-    ::close(fd);
     *why = version != kVersion
                ? fmt::format("stale: cache format {}, this build writes {}", version, kVersion)
                : "foreign: header JSON size past the end of the file";
     return nullptr;
   }
-  std::string text(json_size, '\0');
-  nlohmann::json have;
-  if (::pread(fd, text.data(), json_size, kHeader) != ssize_t(json_size) ||
-      (have = nlohmann::json::parse(text, nullptr, false)).is_discarded()) {
-    ::close(fd);
+  const auto* text = reinterpret_cast<const char*>(head + kHeader);
+  const nlohmann::json have = nlohmann::json::parse(text, text + json_size, nullptr, false);
+  if (have.is_discarded()) {
     *why = "foreign: unreadable header JSON";
     return nullptr;
   }
@@ -146,23 +160,16 @@ std::unique_ptr<PackCache> PackCache::open(const std::string& path, const ModelF
   const nlohmann::json want =
       expected_json(model, entries, align64(kHeader + json_size), &cache->offsets_);
   if (have != want) {
-    ::close(fd);
     *why = first_difference(have, want);
     return nullptr;
   }
   if (size != want["file_size"].get<uint64_t>()) {
-    ::close(fd);
     *why = fmt::format("foreign: {} bytes, the header promises {}", size, want["file_size"].dump());
     return nullptr;
   }
-  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (p == MAP_FAILED) {
-    *why = fmt::format("cannot map: {}", std::strerror(errno));
-    return nullptr;
-  }
-  cache->base_ = static_cast<const uint8_t*>(p);
+  cache->base_ = map->data();
   cache->size_ = size;
+  cache->map_ = std::move(map);
   return cache;
 }
 
@@ -178,9 +185,11 @@ void PackCache::write(const std::string& path, const ModelFile& model,
     start = align64(kHeader + text.size());
   }
   text.resize(start - kHeader, ' ');  // pad the JSON with spaces up to the data
-  create_cache_dir(std::filesystem::path(path).parent_path());
+  create_cache_dir(fs_path(path).parent_path());
   std::error_code ec;
-  const std::string tmp = fmt::format("{}.tmp{}", path, ::getpid());
+  // A name of its own per writer, so that two processes packing the same model at once do not
+  // write into one temporary file (the last rename wins; both files are whole).
+  const std::string tmp = fmt::format("{}.tmp{:08x}", path, std::random_device{}());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out)
@@ -199,19 +208,20 @@ void PackCache::write(const std::string& path, const ModelFile& model,
     }
     out.flush();
     if (!out) {
-      std::filesystem::remove(tmp, ec);
+      std::filesystem::remove(fs_path(tmp), ec);
       throw Error(fmt::format("{}: writing the pack cache failed (disk full?)", tmp));
     }
   }
-  std::filesystem::rename(tmp, path, ec);
+  // Windows refuses to replace a file that another process has mapped (an ml_server using the
+  // old cache); the caller then keeps the weights it packed and says so.
+  std::filesystem::rename(fs_path(tmp), fs_path(path), ec);
   if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw Error(fmt::format("{}: cannot move the pack cache into place: {}", path, ec.message()));
+    const std::string reason = ec.message();  // before remove() overwrites ec
+    std::filesystem::remove(fs_path(tmp), ec);
+    throw Error(fmt::format("{}: cannot move the pack cache into place: {}", path, reason));
   }
 }
 
-PackCache::~PackCache() {
-  if (base_) ::munmap(const_cast<uint8_t*>(base_), size_);
-}
+PackCache::~PackCache() = default;
 
 }  // namespace krafla

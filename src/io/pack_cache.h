@@ -16,6 +16,7 @@
 
 namespace krafla {
 
+class MappedFile;
 class ModelFile;
 
 struct PackEntry {
@@ -49,6 +50,7 @@ class PackCache {
 
  private:
   PackCache() = default;
+  std::unique_ptr<MappedFile> map_;
   const uint8_t* base_ = nullptr;
   uint64_t size_ = 0;
   std::vector<uint64_t> offsets_;

@@ -1,14 +1,17 @@
 // A 64-byte aligned, uninitialised buffer (weights, activations): cache-line and AVX-512 aligned.
 #pragma once
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <new>
 
 namespace krafla {
 
+// C++17's aligned operator new, not std::aligned_alloc: MinGW's C runtime (msvcrt) has no
+// aligned_alloc, and a pointer from its _aligned_malloc must not reach free().
+constexpr std::align_val_t kBufferAlign{64};
+
 struct AlignedFree {
-  void operator()(void* p) const { std::free(p); }
+  void operator()(void* p) const { ::operator delete(p, kBufferAlign); }
 };
 
 class AlignedBuffer {
@@ -18,9 +21,7 @@ class AlignedBuffer {
   void resize(size_t bytes) {
     size_ = bytes;
     const size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
-    if (rounded && !p) throw std::bad_alloc();
-    ptr_.reset(p);
+    ptr_.reset(rounded ? ::operator new(rounded, kBufferAlign) : nullptr);  // throws bad_alloc
   }
   template <typename T = uint8_t>
   T* data() const {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/utf8_path.h"
 #include "krafla/error.h"
 
 namespace krafla {
@@ -121,11 +122,11 @@ void Imatrix::save(const std::string& path) const {
     f.close();
     if (!f) {
       std::error_code ec;
-      std::filesystem::remove(tmp, ec);
+      std::filesystem::remove(fs_path(tmp), ec);
       throw Error(fmt::format("{}: writing the imatrix file failed (disk full?)", tmp));
     }
   }
-  std::filesystem::rename(tmp, path);
+  std::filesystem::rename(fs_path(tmp), fs_path(path));
 }
 
 }  // namespace krafla

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/utf8_path.h"
 #include "krafla/error.h"
 
 namespace krafla {
@@ -119,7 +120,7 @@ class BaseWriter {
     if (f_.is_open()) {  // not committed: an error or an early stop
       f_.close();
       std::error_code ec;
-      std::filesystem::remove(tmp_, ec);
+      std::filesystem::remove(fs_path(tmp_), ec);
     }
   }
   void chunk_tokens(std::span<const int32_t> t) { write(t.data(), t.size_bytes()); }
@@ -134,7 +135,7 @@ class BaseWriter {
     write(&header_, sizeof header_);
     f_.close();
     if (f_.fail()) throw Error(fmt::format("{}: writing the KL base file failed", tmp_));
-    std::filesystem::rename(tmp_, path_);
+    std::filesystem::rename(fs_path(tmp_), fs_path(path_));
   }
 
  private:
@@ -170,7 +171,7 @@ class BaseReader {
     const uint64_t rows = h_.n_ctx - 1 - h_.first;
     const uint64_t chunk = uint64_t(h_.n_ctx) * 4 + rows * (8 + 2 * uint64_t(h_.n_vocab));
     const uint64_t want = sizeof h_ + uint64_t(h_.n_chunks) * chunk;
-    const uint64_t have = std::filesystem::file_size(path);
+    const uint64_t have = std::filesystem::file_size(fs_path(path));
     if (have != want)
       throw Error(fmt::format("{}: {} KL base file ({} bytes, its header promises {})", path,
                               have < want ? "truncated" : "overlong", have, want));

@@ -13,8 +13,8 @@
 
 namespace krafla {
 namespace {
-// Spin this many rounds before sleeping on the atomic: decode steps come every few ms and a
-// futex wake costs tens of microseconds, but a machine shared with other work must not burn
+// Spin this many rounds before sleeping: decode steps come every few ms and a wake-up from
+// sleep costs tens of microseconds, but a machine shared with other work must not burn
 // a core while idle.
 constexpr int kSpinRounds = 20000;
 }  // namespace
@@ -26,8 +26,19 @@ ThreadPool::ThreadPool(int n_threads) : n_(std::max(1, n_threads)) {
 ThreadPool::~ThreadPool() {
   stop_.store(true);
   generation_.fetch_add(1);
-  generation_.notify_all();
+  wake_sleepers();
   for (auto& t : threads_) t.join();
+}
+
+// After generation_ changed. Both sides are sequentially consistent (the worker: sleepers_++
+// then read generation_; here: generation_++ then read sleepers_), so a worker that is about
+// to sleep either sees the new generation or is seen here; taking the mutex then means it is
+// either still before its check or already waiting, and is woken either way. Nobody asleep, the
+// usual case while decoding: no lock, no system call.
+void ThreadPool::wake_sleepers() {
+  if (sleepers_.load() == 0) return;
+  { std::lock_guard lock(sleep_mutex_); }
+  sleep_cv_.notify_all();
 }
 
 void ThreadPool::run(const std::function<void(int)>& fn) {
@@ -37,8 +48,8 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
   }
   job_ = &fn;
   pending_.store(n_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
+  generation_.fetch_add(1);
+  wake_sleepers();
   fn(0);
   int spins = 0;
   while (pending_.load(std::memory_order_acquire) != 0) {
@@ -60,7 +71,10 @@ void ThreadPool::worker(int index) {
       if (++spins < kSpinRounds) {
         KRAFLA_PAUSE();
       } else {
-        generation_.wait(seen, std::memory_order_acquire);
+        std::unique_lock lock(sleep_mutex_);
+        sleepers_.fetch_add(1);
+        sleep_cv_.wait(lock, [&] { return generation_.load() != seen; });
+        sleepers_.fetch_sub(1);
       }
     }
     seen = g;

@@ -5,8 +5,10 @@
 // results are bit-identical for any thread count (the kernels' own contract does the rest).
 #pragma once
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -40,12 +42,19 @@ class ThreadPool {
 
  private:
   void worker(int index);
+  void wake_sleepers();
   int n_;
   std::vector<std::thread> threads_;
   const std::function<void(int)>* job_ = nullptr;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
+  // Where an idle worker sleeps once it has spun long enough: a mutex and condition variable,
+  // not std::atomic::wait, whose fallback in GCC 12's libstdc++ (every target without a futex:
+  // MinGW, so Windows) can lose a notify and leave run() waiting for ever (GCC PR 106183).
+  std::mutex sleep_mutex_;
+  std::condition_variable sleep_cv_;
+  std::atomic<int> sleepers_{0};
 };
 
 // The part of [0, n) that thread `i` of `n_threads` handles, in units of `align` (the last

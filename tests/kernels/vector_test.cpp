@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <limits>
+#include <numbers>
 
 #include "test_util.h"
 
@@ -49,7 +50,8 @@ void check_glu(UnaryPair isa, UnaryPair sc, double (*ref)(double)) {
 
 double silu_ref(double g) { return g / (1.0 + std::exp(-g)); }
 double gelu_ref(double g) {
-  return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g)));
+  return 0.5 * g *
+         (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (g + 0.044715 * g * g * g)));
 }
 
 TEST(Vector, Swiglu) { check_glu(swiglu, scalar::swiglu, silu_ref); }

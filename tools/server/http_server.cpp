@@ -1,19 +1,13 @@
 #include "server/http_server.h"
 
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <fmt/format.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <ctime>
 
 #include "krafla/error.h"
+#include "server/client_socket.h"
 #include "server/metrics.h"
 #include "server/openai.h"
 #include "server/reply.h"
@@ -119,53 +113,9 @@ const RunResult* cut_short(const std::vector<RunResult>& rs) {
   return nullptr;
 }
 
-// The socket of the connection `req` arrived on, or -1: httplib 0.11 hands handlers no socket,
-// so the process's sockets are matched by their two addresses (one lookup per request).
-int client_socket(const Request& req) {
-  DIR* d = opendir("/proc/self/fd");
-  if (!d) return -1;
-  int found = -1;
-  while (dirent* e = readdir(d)) {
-    const int fd = std::atoi(e->d_name);
-    sockaddr_storage peer{}, local{};
-    socklen_t pl = sizeof(peer), ll = sizeof(local);
-    if (fd <= 2 || getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0 ||
-        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0)
-      continue;
-    auto port_addr = [](const sockaddr_storage& a, std::string& ip) -> int {
-      char buf[INET6_ADDRSTRLEN] = "";
-      if (a.ss_family == AF_INET) {
-        auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
-        inet_ntop(AF_INET, &v4->sin_addr, buf, sizeof(buf));
-        ip = buf;
-        return ntohs(v4->sin_port);
-      }
-      if (a.ss_family == AF_INET6) {
-        auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
-        inet_ntop(AF_INET6, &v6->sin6_addr, buf, sizeof(buf));
-        ip = buf;
-        return ntohs(v6->sin6_port);
-      }
-      return -1;
-    };
-    std::string pip, lip;
-    if (port_addr(peer, pip) == req.remote_port && pip == req.remote_addr &&
-        port_addr(local, lip) == req.local_port) {
-      found = fd;
-      break;
-    }
-  }
-  closedir(d);
-  return found;
-}
-
-// Whether the client is still there: a closed connection reads as end-of-file. Bytes waiting
-// (a pipelined request) count as there.
-bool client_alive(int fd) {
-  if (fd < 0) return true;
-  char c;
-  const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+// The socket of the connection `req` arrived on, or kNoSocket (client_socket.h).
+ClientSocket request_socket(const Request& req) {
+  return client_socket(req.remote_addr, req.remote_port, req.local_port);
 }
 
 // One streamed request: everything the content provider needs after the handler returned.
@@ -175,7 +125,7 @@ struct StreamJob {
   ResponseMeta meta;
   std::string method, path;
   bool log = true;
-  int socket = -1;  // the client's connection (client_socket)
+  ClientSocket socket = kNoSocket;  // the client's connection (request_socket)
 };
 
 }  // namespace
@@ -192,14 +142,8 @@ HttpServer::HttpServer(Engine& engine, HttpOptions opts)
   // httplib waits out an idle keep-alive connection before stop() returns; a short timeout
   // keeps Ctrl-C prompt (clients simply reconnect).
   svr_->set_keep_alive_timeout(2);
-  // httplib's default sets SO_REUSEPORT, which lets a second server bind the same port and the
-  // kernel then splits connections between the two: requests meant for a server with
-  // --api-key could reach one without. SO_REUSEADDR alone still allows an immediate restart
-  // (while old connections sit in TIME_WAIT) but not two listeners.
-  svr_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
+  // One listener per port, never httplib's SO_REUSEPORT (client_socket.h says why).
+  svr_->set_socket_options([](socket_t sock) { set_listen_options(ClientSocket(sock)); });
   routes();
 }
 
@@ -207,17 +151,15 @@ HttpServer::~HttpServer() = default;
 
 int HttpServer::bind() {
   int port = opts_.port;
-  errno = 0;
+  clear_socket_error();
   if (port == 0)
     port = svr_->bind_to_any_port(opts_.host);
   else if (!svr_->bind_to_port(opts_.host, port))
     port = -1;
   if (port <= 0) {
-    const int err = errno;
+    const std::string err = socket_error_text();
     throw Error(fmt::format("cannot listen on {}:{}: {}", opts_.host, opts_.port,
-                            err == EADDRINUSE ? "the address is already in use (another server?)"
-                            : err != 0        ? std::strerror(err)
-                                              : "not an address of this machine?"));
+                            err.empty() ? "not an address of this machine?" : err));
   }
   return port;
 }
@@ -297,7 +239,7 @@ void HttpServer::completion(const httplib::Request& req, httplib::Response& res,
   if (r.stream) {
     auto job = std::make_shared<StreamJob>(StreamJob{std::move(r), std::move(prompt),
                                                      std::move(meta), req.method, req.path,
-                                                     opts_.log_requests, client_socket(req)});
+                                                     opts_.log_requests, request_socket(req)});
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");  // proxies: pass events through at once
     res.set_chunked_content_provider("text/event-stream",
@@ -312,7 +254,7 @@ void HttpServer::completion(const httplib::Request& req, httplib::Response& res,
   for (int i = 0; i < r.n; ++i)
     choices.emplace_back(r, engine_.tokenizer(), ep == Endpoint::kChat ? engine_.chat_name() : "",
                          prompt.reply_prefix, i);
-  const int socket = client_socket(req);
+  const ClientSocket socket = request_socket(req);
   const std::vector<RunResult> rr = engine_.run(
       r, prompt,
       [&](int i, const Piece& p) {
