@@ -10,6 +10,8 @@ missing=()
 # Node.js (the reference tokenizer, chat templates and the OpenAI client in the tests) may
 # come from elsewhere than Debian; install Debian's only when there is none.
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+# --windows: the MinGW-w64 cross compiler and Wine for scripts/test_windows.sh.
+[[ " $* " == *" --windows "* ]] && pkgs+=(g++-mingw-w64-x86-64 wine64)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -24,7 +26,7 @@ fi
 # cpp-httplib's whole header from Debian's source package, for a static ml_server; without it
 # ml_server links Debian's shared library.
 "$root/scripts/fetch_httplib.sh" >/dev/null || echo "setup: no cpp-httplib source; ml_server links the shared library" >&2
-if [ "${1:-}" = "--tests" ]; then
+if [[ " $* " == *" --tests "* ]]; then
   for d in tests/tokenizer tests/unit/chat tests/server tests/release; do
     if [ -f "$root/$d/package.json" ] && [ ! -d "$root/$d/node_modules" ]; then
       echo "setup: npm install in $d" >&2

@@ -18,8 +18,8 @@
 # built for it must exit 3 naming the missing feature (build/windows-guard-<isa>).
 # --kernel-tests also builds kernel_tests for windows-<isa> and runs it under Wine.
 # The model is $KRAFLA_WINDOWS_MODEL, default .models/quality/q8_0.mlb (scripts/quality_table.py
-# writes it; `tools/convert.py models/brown-llama -o X.mlb --quant q8_0` makes the same model;
-# any .mlb works). Exit status: 0 when every check passed.
+# writes it), else the trained model converted to build/windows-model-q8_0.mlb (the same
+# weights); any .mlb works. Exit status: 0 when every check passed.
 # Logs: build/windows-<isa>/test_windows.*.log.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,6 +31,11 @@ isas=("$@")
 [ ${#isas[@]} -eq 0 ] && isas=(scalar sse2 avx2 avx512vnni)
 jobs=${KRAFLA_JOBS:-2}
 model=$(realpath "${KRAFLA_WINDOWS_MODEL:-.models/quality/q8_0.mlb}" 2>/dev/null || true)
+if [ ! -f "$model" ] && [ -z "${KRAFLA_WINDOWS_MODEL:-}" ]; then  # the trained model, converted
+  model=$root/build/windows-model-q8_0.mlb
+  mkdir -p "$root/build"
+  [ -f "$model" ] || /usr/bin/python3 tools/convert.py models/brown-llama -o "$model" --quant q8_0 >/dev/null 2>&1
+fi
 [ -f "$model" ] || { echo "test_windows: no model at ${KRAFLA_WINDOWS_MODEL:-.models/quality/q8_0.mlb} (set KRAFLA_WINDOWS_MODEL)" >&2; exit 2; }
 command -v x86_64-w64-mingw32-g++-posix >/dev/null ||
   { echo "test_windows: apt-get install g++-mingw-w64-x86-64 wine64" >&2; exit 2; }

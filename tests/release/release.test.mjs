@@ -106,7 +106,7 @@ test('workflows keep GitHub Actions structure', () => {
   fails(wf(ci.replace('name: ci\n', '')), /name is missing/);
   fails(wf(ci.replace('on: [push, pull_request]', 'on: [push, pull-request]')), /'pull-request' is not a GitHub Actions event/);
   fails(wf(ci.replace('on: [push, pull_request]\n', '')), /'on' \(the triggering events\) is missing/);
-  fails(wf(ci.replace(/^ {4}runs-on: windows-2022\n/m, '')), /job windows: runs-on is missing/);
+  fails(wf(ci.replace(/^ {4}runs-on: ubuntu-24\.04\n(?= {4}strategy:\n {6}fail-fast: false\n {6}matrix:\n {8}preset: \[windows-)/m, '')), /job windows: runs-on is missing/);
   fails(wf(ci.replace('uses: actions/checkout@v4', 'uses: actions/checkout')), /must name owner\/action@ref/);
   fails(wf(ci.replace('    runs-on: ubuntu-24.04\n    steps:', '    runs-on: ubuntu-24.04\n    runs-on: ubuntu-22.04\n    steps:')), /not YAML/);
   fails(wf(ci + '  empty:\n    runs-on: ubuntu-24.04\n    steps: []\n'), /steps must be a non-empty list/);
