@@ -25,9 +25,11 @@ struct Session::Impl {
   ThreadPool pool;
   Forward fwd;
   std::vector<std::unique_ptr<Sequence>> seqs;
-  // One forward step's rows, sequences and logits (when several sequences want them).
+  // One forward step: its rows, its segments and the work entry each segment comes from, and
+  // the logits when several sequences want them (else they go straight to where they belong).
   std::vector<int32_t> step_tokens;
   std::vector<SeqRows> segs;
+  std::vector<size_t> seg_work;
   std::vector<float> step_logits;
 
   Impl(const Model& m, int threads, int ctx, int batch, KvType kv, int n_seqs)
@@ -101,7 +103,9 @@ float* Session::Impl::pack_step(std::span<const SeqTokens> work, const std::vect
   const int B = fwd.n_batch(), n_vocab = model.config().n_vocab;
   step_tokens.clear();
   segs.clear();
-  int rows = 0, with_logits = 0;
+  seg_work.clear();
+  int rows = 0;
+  std::vector<Sequence*> with_logits;  // the sequences whose last token this step holds
   for (size_t i = 0; i < work.size() && rows < B; ++i) {
     const size_t left = work[i].tokens.size() - done[i];
     if (left == 0) continue;
@@ -110,19 +114,16 @@ float* Session::Impl::pack_step(std::span<const SeqTokens> work, const std::vect
     auto logits = all_logits                             ? SeqRows::Logits::All
                   : done[i] + m == work[i].tokens.size() ? SeqRows::Logits::Last
                                                          : SeqRows::Logits::None;
-    with_logits += logits == SeqRows::Logits::Last;
+    if (logits == SeqRows::Logits::Last) with_logits.push_back(&s);
     segs.push_back({&s.state, rows, m, int(s.history.size()), logits});
+    seg_work.push_back(i);
     const auto first = work[i].tokens.begin() + done[i];
     step_tokens.insert(step_tokens.end(), first, first + m);
     rows += m;
   }
   if (all_logits) return all_logits->data() + done[0] * n_vocab;  // a single sequence
-  if (with_logits == 1)  // straight into that sequence's logits
-    for (const SeqRows& sg : segs)
-      if (sg.logits == SeqRows::Logits::Last)
-        for (const auto& s : seqs)
-          if (&s->state == sg.seq) return s->logits.data();
-  step_logits.resize(size_t(with_logits) * n_vocab);
+  if (with_logits.size() == 1) return with_logits[0]->logits.data();
+  step_logits.resize(with_logits.size() * n_vocab);
   return step_logits.data();
 }
 
@@ -135,19 +136,20 @@ void Session::Impl::run(std::span<const SeqTokens> work, std::vector<float>* all
     float* out = pack_step(work, done, all_logits);
     if (segs.empty()) break;
     fwd.run(segs, step_tokens.data(), out);
-    // Histories, and the logits of the sequences whose last token this step held.
-    size_t seg = 0, row = 0;
-    for (size_t i = 0; i < work.size() && seg < segs.size(); ++i) {
+    // Histories, and the logits of the sequences whose last token this step held (when they
+    // did not go straight into the sequence's own).
+    const bool gathered = !all_logits && out == step_logits.data();
+    size_t row = 0;
+    for (size_t k = 0; k < segs.size(); ++k) {
+      const size_t i = seg_work[k];
       Sequence& s = *seqs[work[i].seq];
-      if (&s.state != segs[seg].seq) continue;
       const auto first = work[i].tokens.begin() + done[i];
-      s.history.insert(s.history.end(), first, first + segs[seg].n);
-      done[i] += segs[seg].n;
+      s.history.insert(s.history.end(), first, first + segs[k].n);
+      done[i] += segs[k].n;
       if (all_logits && done[i] == work[i].tokens.size())
         std::copy_n(all_logits->data() + (done[i] - 1) * n_vocab, n_vocab, s.logits.begin());
-      if (segs[seg].logits == SeqRows::Logits::Last && out == step_logits.data())
+      if (gathered && segs[k].logits == SeqRows::Logits::Last)
         std::copy_n(step_logits.data() + row++ * n_vocab, n_vocab, s.logits.begin());
-      ++seg;
     }
   }
 }

@@ -313,17 +313,15 @@ void Engine::admit() {
     --stats_.queued;
     return true;
   });
-  for (int s = 0; s < int(slots_.size()) && !queue_.empty(); ++s) {
-    if (slots_[s]) continue;
-    std::shared_ptr<Job> j = queue_.front();
-    queue_.pop_front();
-    --stats_.queued;
-    int best = s, best_len = -1;
+  while (!queue_.empty()) {
+    const std::shared_ptr<Job>& j = queue_.front();
+    int best = -1, best_len = -1;
     for (int t = 0; t < int(slots_.size()); ++t) {
       if (slots_[t]) continue;
       const int len = session_.shared_prefix(j->prompt, t);
       if (len > best_len) best = t, best_len = len;
     }
+    if (best < 0) return;  // every slot is busy
     j->slot = best;
     j->started = Clock::now();
     j->result.queued = std::chrono::duration<double>(j->started - j->arrived).count();
@@ -332,10 +330,11 @@ void Engine::admit() {
     j->result.usage.cached_tokens = int(j->fed);
     ++stats_.requests;
     ++stats_.active;
+    --stats_.queued;
     stats_.prompt_tokens += j->prompt.size();
     stats_.cached_tokens += j->fed;
-    slots_[best] = std::move(j);
-    s = -1;  // rescan: the slot chosen may not be s
+    slots_[best] = j;
+    queue_.pop_front();
   }
 }
 

@@ -137,10 +137,9 @@ Json chat_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprob>& l
 }
 
 Json text_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprob>& lps,
-                        size_t offset0) {
+                        size_t& offset) {
   Json tokens = Json::array(), values = Json::array(), tops = Json::array(),
        offsets = Json::array();
-  size_t offset = offset0;
   for (const TokenLogprob& t : lps) {
     const std::string piece = tok.piece(t.id);
     tokens.push_back(piece);

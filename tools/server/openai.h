@@ -69,9 +69,10 @@ Json chunk_json(const ResponseMeta& m, const Choice& c, bool role, bool include_
 
 // The log probabilities of sampled tokens in OpenAI's shapes: chat's {"content": [{token,
 // logprob, bytes, top_logprobs}], "refusal": null}; completions' {tokens, token_logprobs,
-// top_logprobs, text_offset}, offsets counted from `offset0` (bytes of the reply before).
+// top_logprobs, text_offset}, offsets counted from `offset` (bytes of the reply before), which
+// is advanced past these tokens.
 Json chat_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprob>& lps);
-Json text_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprob>& lps, size_t offset0);
+Json text_logprobs_json(const Tokenizer& tok, const std::vector<TokenLogprob>& lps, size_t& offset);
 // The last chunk when stream_options.include_usage: no choices, the usage.
 Json usage_chunk_json(const ResponseMeta& m, const Usage& u);
 

@@ -16,9 +16,7 @@ ChoiceBuilder::ChoiceBuilder(const CompletionRequest& r, const Tokenizer& tok,
 Json ChoiceBuilder::logprobs_json(const std::vector<TokenLogprob>& lps) {
   if (!r_.logprobs) return nullptr;
   if (r_.endpoint == Endpoint::kChat) return chat_logprobs_json(tok_, lps);
-  Json j = text_logprobs_json(tok_, lps, token_bytes_);
-  for (const TokenLogprob& t : lps) token_bytes_ += tok_.piece(t.id).size();
-  return j;
+  return text_logprobs_json(tok_, lps, token_bytes_);
 }
 
 size_t ChoiceBuilder::safe_end() const {
