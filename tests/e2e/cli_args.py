@@ -89,7 +89,11 @@ def check_ignore_eos(exe, work: str, tmp: str) -> None:
     must([exe("ml_run"), "-m", model, "-q", "--tokens", ",".join(ids), "--logits", out])
     first = int(np.argmax(np.load(out)[-1]))
     ck = os.path.join(tmp, "llama-eos")
-    shutil.copytree(os.path.join(work, "llama"), ck)
+    # the weights linked, not copied (a few hundred MB)
+    shutil.copytree(os.path.join(work, "llama"), ck, ignore=shutil.ignore_patterns("*.safetensors"))
+    for f in os.listdir(os.path.join(work, "llama")):
+        if f.endswith(".safetensors"):
+            os.symlink(os.path.join(work, "llama", f), os.path.join(ck, f))
     for name in ("config.json", "generation_config.json"):
         cfg = json.load(open(os.path.join(ck, name)))
         cfg["eos_token_id"] = first

@@ -70,7 +70,7 @@ def case_setup(a) -> None:
 
 
 def case_logits(a, model: str, quant: str) -> None:
-    out = os.path.join(a.work, f"{model}-{quant}-krafla.npy")
+    out = os.path.join(a.scratch, f"{model}-{quant}-krafla.npy")
     ml_run_logits(a, model, quant, ["-t", "2"], out)
     r = must(
         [
@@ -92,10 +92,10 @@ def case_lengths(a, model: str, quant: str) -> None:
     ids = prompt_ids(a.work, model)
     ref = np.load(os.path.join(a.work, f"{model}-ref.npy"))
     for n, extra in ((1, []), (7, []), (130, []), (len(ids), []), (72, ["--batch", "1"])):
-        out = os.path.join(a.work, f"{model}-{quant}-len{n}.npy")
+        out = os.path.join(a.scratch, f"{model}-{quant}-len{n}.npy")
         ml_run(a, mlb(a.work, model, quant), ids[:n], out, extra)
         # Named per quant: the three quants' cases run at once under ctest -j.
-        part = os.path.join(a.work, f"{model}-{quant}-ref-len{n}.npy")
+        part = os.path.join(a.scratch, f"{model}-{quant}-ref-len{n}.npy")
         np.save(part, ref[:n])
         r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), part, out] + LIMITS[quant])
         print(f"{n} tokens {' '.join(extra)}: {r.stdout.strip()}")
@@ -112,12 +112,12 @@ def case_actquant(a, model: str, quant: str) -> None:
     d = os.path.join(a.work, model)
     rels = []
     for tok in prompt_ids(a.work, model)[:8]:
-        ref = os.path.join(a.work, f"{model}-{quant}-ref-actquant.npy")
+        ref = os.path.join(a.scratch, f"{model}-{quant}-ref-actquant.npy")
         must(
             tool("ref_forward.py")
             + [d, "--tokens", str(tok), "--out", ref, "--quantized-weights", quant, "--act-quant"]
         )
-        out = os.path.join(a.work, f"{model}-{quant}-actquant-krafla.npy")
+        out = os.path.join(a.scratch, f"{model}-{quant}-actquant-krafla.npy")
         ml_run(a, mlb(a.work, model, quant), [tok], out)
         rels.append(compare.metrics(np.load(ref), np.load(out))["max_rel"])
     # The scalar build keeps ggml's f16 block scale for activations (the SIMD builds an f32 one,
@@ -195,14 +195,14 @@ def case_packcache(a, model: str) -> None:
     """--pack-cache: the first start packs and writes the cache, the next maps it, and the
     logits are bit-identical to a start without it; a stale (model file touched), foreign (bad
     magic) or truncated cache is detected and rewritten; an unwritable directory is only a note."""
-    d = os.path.join(a.work, "pack-cache")
+    d = os.path.join(a.scratch, "pack-cache")
     shutil.rmtree(d, ignore_errors=True)
     path = mlb(a.work, model, "q8_0")
     ids = ",".join(map(str, prompt_ids(a.work, model)[:8]))
     exe = os.path.join(a.bin, "ml_run")
 
     def go(tag: str, cache: str | None, expect: str) -> np.ndarray:
-        out = os.path.join(a.work, f"pc-{tag}.npy")
+        out = os.path.join(a.scratch, f"pc-{tag}.npy")
         r = must(
             [exe, "-m", path, "--tokens", ids, "--logits", out]
             + (["--pack-cache", cache] if cache else [])
@@ -230,7 +230,7 @@ def case_packcache(a, model: str) -> None:
         f.seek(head.index(b'"isa":"' + isa) + 7)
         f.write(b"Z" * len(isa))
     same(base, go("other-isa", d, f"(foreign: isa is \"{'Z' * len(isa)}\""), "cache of another ISA")
-    blocker = os.path.join(a.work, "pack-cache-blocker")
+    blocker = os.path.join(a.scratch, "pack-cache-blocker")
     open(blocker, "w").close()
     same(
         base,
@@ -239,7 +239,8 @@ def case_packcache(a, model: str) -> None:
     )
     env = dict(os.environ, KRAFLA_PACK_CACHE=d)
     r = must(
-        [exe, "-m", path, "--tokens", ids, "--logits", os.path.join(a.work, "pc-env.npy")], env=env
+        [exe, "-m", path, "--tokens", ids, "--logits", os.path.join(a.scratch, "pc-env.npy")],
+        env=env,
     )
     assert "pack cache: mapped" in r.stderr, r.stderr
 
@@ -255,7 +256,7 @@ def same_across(a, model: str, quant: str, flag: str, base: int, others: tuple[i
     model and quant: ctest -j runs cases side by side in one work dir."""
 
     def logits(v: int) -> np.ndarray:
-        out = os.path.join(a.work, f"{model}-{quant}-{flag.lstrip('-')[0]}{v}.npy")
+        out = os.path.join(a.scratch, f"{model}-{quant}-{flag.lstrip('-')[0]}{v}.npy")
         return ml_run_logits(a, model, quant, [flag, str(v)], out)
 
     ref = logits(base)
@@ -273,7 +274,7 @@ def case_batch(a, model: str, quant: str) -> None:
 
 def case_badfiles(a) -> None:
     good = open(mlb(a.work, "llama", "q8_0"), "rb").read()
-    bad_dir = os.path.join(a.work, "bad")
+    bad_dir = os.path.join(a.scratch, "bad")
     # the tokenizer alone is still readable from these
     tok_ok = ("unknown-arch", "missing-tensor", "missing-config-key", "bad-heads")
     tok_ok += ("size-mismatch", "offset-past-end")
@@ -302,8 +303,8 @@ def case_badfiles(a) -> None:
 
 
 def case_llama2c(a) -> None:
-    d = os.path.join(a.work, "l2c")
-    ck = os.path.join(a.work, "l2c.bin")
+    d = os.path.join(a.scratch, "l2c")
+    ck = os.path.join(a.scratch, "l2c.bin")
     must(
         tool("gen_random.py")
         + [
@@ -321,12 +322,12 @@ def case_llama2c(a) -> None:
             ck,
         ]
     )
-    out = os.path.join(a.work, "l2c.mlb")
+    out = os.path.join(a.scratch, "l2c.mlb")
     must(tool("convert.py") + ["llama2c", ck, d, "-o", out, "--quant", "f32"])
     ids = "1,450,4996,17354,1701"
-    ref = os.path.join(a.work, "l2c-ref.npy")
+    ref = os.path.join(a.scratch, "l2c-ref.npy")
     must(tool("ref_forward.py") + [d, "--tokens", ids, "--out", ref])
-    test = os.path.join(a.work, "l2c-krafla.npy")
+    test = os.path.join(a.scratch, "l2c-krafla.npy")
     must([os.path.join(a.bin, "ml_run"), "-m", out, "--tokens", ids, "--logits", test])
     print(
         must(
@@ -415,7 +416,7 @@ def case_sve_vl(a, model: str, quant: str) -> None:
     for vl in SVE_VLS:
         got = []
         for batch in (1, 5):
-            out = os.path.join(a.work, f"{model}-{quant}-vl{vl}-b{batch}.npy")
+            out = os.path.join(a.scratch, f"{model}-{quant}-vl{vl}-b{batch}.npy")
             must(
                 [
                     "qemu-aarch64",
@@ -449,6 +450,11 @@ def main() -> None:
     a = p.parse_args()
     Target.emulator, Target.bin_dir = a.emulator.split(), os.path.abspath(a.bin)
     kind, *rest = a.case.split(":")
+    # What a case writes besides the fixture goes to its own scratch folder, removed when the
+    # case passes (kept for a look when it fails): the suite's disk use stays a few GB.
+    a.scratch = os.path.join(a.work, "scratch", a.case.replace(":", "-"))
+    shutil.rmtree(a.scratch, ignore_errors=True)
+    os.makedirs(a.scratch)
     {
         "setup": case_setup,
         "logits": case_logits,
@@ -475,6 +481,7 @@ def main() -> None:
         "ggufbad": case_gguf_bad,
         "ggufbadqwen35": case_gguf_bad_qwen35,
     }[kind](a, *rest)
+    shutil.rmtree(a.scratch)
 
 
 if __name__ == "__main__":

@@ -194,4 +194,6 @@ def one_line_errors(a, variants: dict, bad_dir: str, ext: str, skip=()) -> list[
             print(f"{'ok' if ok else 'FAIL'}: {name} via {exe}: rc={r.returncode} {lines!r}")
             if not ok:
                 failures.append(f"{name}/{exe}")
+        if not failures:
+            os.remove(path)  # each is about a model's size: one at a time on disk
     return failures

@@ -28,7 +28,7 @@ TEXTS = [
 
 
 def gguf_of(a, model: str, quant: str, src: str | None = None) -> str:
-    out = os.path.join(a.work, f"{model}-{quant}.gguf")
+    out = os.path.join(a.scratch, f"{model}-{quant}.gguf")
     must(tool("to_gguf.py") + [src or mlb(a.work, model, quant), "-o", out])
     return out
 
@@ -55,7 +55,7 @@ def gguf_sources(a, model: str) -> dict[str, str]:
     cfg = json.load(open(os.path.join(d, "config.json")))
     if expressible(cfg) == cfg:
         return {q: mlb(a.work, model, q) for q in QUANTS}
-    nd = os.path.join(a.work, f"{model}-gguf-src")
+    nd = os.path.join(a.scratch, f"{model}-gguf-src")
     os.makedirs(nd, exist_ok=True)
     for f in os.listdir(d):
         if f != "config.json" and not os.path.exists(os.path.join(nd, f)):
@@ -63,7 +63,7 @@ def gguf_sources(a, model: str) -> dict[str, str]:
     json.dump(expressible(cfg), open(os.path.join(nd, "config.json"), "w"))
     out = {}
     for q in QUANTS:
-        out[q] = os.path.join(a.work, f"{model}-gguf-src-{q}.mlb")
+        out[q] = os.path.join(a.scratch, f"{model}-gguf-src-{q}.mlb")
         must(tool("convert.py") + [nd, "-o", out[q], "--quant", q])
     return out
 
@@ -73,7 +73,7 @@ def case_gguf(a, model: str) -> None:
     mlbs = gguf_sources(a, model)
     for q in QUANTS:
         g = gguf_of(a, model, q, mlbs[q])
-        got, want = (os.path.join(a.work, f"{model}-{q}-{k}.npy") for k in ("gguf", "mlb"))
+        got, want = (os.path.join(a.scratch, f"{model}-{q}-{k}.npy") for k in ("gguf", "mlb"))
         ml_run(a, g, ids, got, ["-t", "2"])
         ml_run(a, mlbs[q], ids, want, ["-t", "2"])
         x, y = np.load(got), np.load(want)
@@ -81,9 +81,9 @@ def case_gguf(a, model: str) -> None:
             raise SystemExit(f"FAILED: {model}-{q}: GGUF logits differ from the .mlb's")
         print(f"ok: {model}-{q}: GGUF logits bit-identical to the .mlb's {x.shape}")
     # the pack cache serves GGUF files too: written, then mapped, the same logits
-    cache = os.path.join(a.work, f"gguf-pack-{model}")
+    cache = os.path.join(a.scratch, f"gguf-pack-{model}")
     for want_note in ("pack cache: wrote", "pack cache: mapped"):
-        out = os.path.join(a.work, f"{model}-q4_0-cached.npy")
+        out = os.path.join(a.scratch, f"{model}-q4_0-cached.npy")
         r = must(
             [os.path.join(a.bin, "ml_run"), "-m", g, "--tokens", ",".join(map(str, ids))]
             + ["--logits", out, "-t", "2", "--pack-cache", cache]
@@ -208,13 +208,13 @@ def case_gguf_bad_qwen35(a) -> None:
     bad = bytearray(good)
     struct.pack_into("<Q", bad, w + 12, rows // 4)
     variants = {"qwen35-short-z": (bytes(bad), "too small for")}
-    failures = one_line_errors(a, variants, os.path.join(a.work, "bad-gguf-qwen35"), ".gguf")
+    failures = one_line_errors(a, variants, os.path.join(a.scratch, "bad-gguf-qwen35"), ".gguf")
     if failures:
         raise SystemExit("FAILED: " + ", ".join(failures))
 
 
 def case_gguf_bad(a) -> None:
     good = open(gguf_of(a, "llama", "q8_0"), "rb").read()
-    failures = one_line_errors(a, gguf_variants(good), os.path.join(a.work, "bad-gguf"), ".gguf")
+    failures = one_line_errors(a, gguf_variants(good), os.path.join(a.scratch, "bad-gguf"), ".gguf")
     if failures:
         raise SystemExit("FAILED: " + ", ".join(failures))

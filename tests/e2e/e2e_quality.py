@@ -20,7 +20,7 @@ CHUNKS = 16  # the quantization comparisons: 16 x 255 predictions
 
 def convert(a, quant: str, *extra: str) -> str:
     name = "-".join(["brown", quant, *[e.lstrip("-") for e in extra]])
-    out = os.path.join(a.work, f"{name}.mlb")
+    out = os.path.join(a.scratch, f"{name}.mlb")
     if not os.path.exists(out):
         must(tool("convert.py") + [MODEL, "-o", out, "--quant", quant, *extra])
     return out
@@ -41,7 +41,7 @@ def case_quality(a) -> None:
         raise SystemExit(f"missing {TEXT}")
     f32 = convert(a, "f32")
     ids = must([os.path.join(a.bin, "ml_tok"), f32, "encode", "-"], input=open(TEXT).read())
-    ids_file = os.path.join(a.work, "brown-test.ids")
+    ids_file = os.path.join(a.scratch, "brown-test.ids")
     with open(ids_file, "w") as f:
         f.write(ids.stdout)
     bos = ids.stdout.split()[0]
@@ -69,17 +69,17 @@ def case_quality(a) -> None:
     # first): the Q4_0 fit weighted by it is closer to F32. Measured by the KL divergence: over
     # 16 chunks every Q4_0 file's perplexity is within noise of F32's, the KL is not.
     text = open(TEXT, encoding="utf-8").read()
-    half = os.path.join(a.work, "brown-test-second-half.txt")
+    half = os.path.join(a.scratch, "brown-test-second-half.txt")
     with open(half, "w", encoding="utf-8") as f:
         f.write(text[len(text) // 2 :])
-    imat = os.path.join(a.work, "brown.imatrix")
+    imat = os.path.join(a.scratch, "brown.imatrix")
     if os.path.exists(imat):
         os.remove(imat)
     ml = [os.path.join(a.bin, "ml_run"), "-m", f32, "-q", "--perplexity", half, "-c", str(CTX)]
     must(ml + ["--imatrix", imat])
-    weighted = os.path.join(a.work, "brown-q4_0-imatrix.mlb")
+    weighted = os.path.join(a.scratch, "brown-q4_0-imatrix.mlb")
     must(tool("convert.py") + [MODEL, "-o", weighted, "--quant", "q4_0", "--imatrix", imat])
-    base = os.path.join(a.work, "brown-f32.kld")
+    base = os.path.join(a.scratch, "brown-f32.kld")
     perplexity(a, f32, CHUNKS, "--kl-divergence-base", base)
     kl = {
         name: perplexity(a, path, CHUNKS, "--kl-divergence-base", base, "--kl-divergence")["kl"]
@@ -103,7 +103,7 @@ def case_imatrix(a, model: str) -> None:
     import imatrix
     import safetensors_io as st
 
-    work = os.path.join(a.work, f"imatrix-{model}")
+    work = os.path.join(a.scratch, f"imatrix-{model}")
     os.makedirs(work, exist_ok=True)
     path = os.path.join(work, "im.dat")
     if os.path.exists(path):
