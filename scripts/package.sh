@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds Krafla's release archives, one per ISA build, and runs every one before it counts.
 #
-#   scripts/package.sh VERSION [ARCHIVE…]   # e.g. 0.1.0, or only linux-x86_64-avx2 linux-aarch64-neon
+#   scripts/package.sh VERSION [ARCHIVE…]   # e.g. 0.1.0, or only linux-x86_64-avx2 windows-x86_64-avx2
 #   scripts/package.sh --list               # the archives it knows, with how each is run
 #
 # Environment: KRAFLA_PACKAGE_OUT (default out/: archives in OUT/release), KRAFLA_PACKAGE_PREBUILT
@@ -11,9 +11,11 @@
 # For each archive: a static Release build of its preset in build/pkg-PRESET (tests off,
 # binaries stripped); the archive krafla-VERSION-PLATFORM-ISA.tar.gz holds bin/ (ml_run,
 # ml_bench, ml_tok, ml_server), README.md, LICENSE, CHANGELOG.md and converter/ (tools/convert.py
-# and the modules it imports; Python 3 with numpy). Then the archive is unpacked into a clean
-# directory and its ml_run generates from the trained model (models/brown-llama, converted to
-# Q8_0) natively, or under qemu-user with a CPU of its ISA level; the text must equal that of
+# and the modules it imports; Python 3 with numpy); the Windows ones are .zip files of the .exe
+# files (MinGW-w64, scripts/setup.sh --windows installs it and Wine). Then the archive is unpacked
+# into a clean directory and its ml_run generates from the trained model (models/brown-llama,
+# converted to Q8_0) natively, under qemu-user with a CPU of its ISA level, or under Wine (which
+# runs the code on this CPU, so a Windows build needs its ISA here); the text must equal that of
 # the host's native build for the same seed, and ml_server must answer /health and a
 # completion. linux-x86_64-auto holds every x86 build that passed, under bin/ISA/, with a
 # launcher (scripts/krafla-launch) that runs the best one for the CPU (KRAFLA_ISA chooses).
@@ -24,7 +26,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 # archive name | preset | how to run its binaries ("" = natively; "cpu:FLAGS" = needs those
-# /proc/cpuinfo flags natively) | strip tool
+# /proc/cpuinfo flags natively; "qemu… " = under qemu-user; "wine" and "wine cpu:FLAGS" = under
+# Wine) | strip tool
 targets=(
   "linux-x86_64-scalar|scalar|qemu-x86_64 -cpu Opteron_G1|strip"
   "linux-x86_64-sse2|sse2|qemu-x86_64 -cpu Opteron_G1|strip"
@@ -37,6 +40,10 @@ targets=(
   "linux-aarch64-i8mm|i8mm|qemu-aarch64 -cpu max|aarch64-linux-gnu-strip"
   "linux-aarch64-sve|sve|qemu-aarch64 -cpu max,sve512=on|aarch64-linux-gnu-strip"
   "linux-armv7-neon|neon32|qemu-arm -cpu cortex-a15|arm-linux-gnueabihf-strip"
+  "windows-x86_64-scalar|windows-scalar|wine|x86_64-w64-mingw32-strip"
+  "windows-x86_64-sse2|windows-sse2|wine|x86_64-w64-mingw32-strip"
+  "windows-x86_64-avx2|windows-avx2|wine cpu:avx2 fma f16c|x86_64-w64-mingw32-strip"
+  "windows-x86_64-avx512vnni|windows-avx512vnni|wine cpu:avx512f avx512bw avx512vl avx512dq avx512_vnni|x86_64-w64-mingw32-strip"
 )
 bins=(ml_run ml_bench ml_tok ml_server)
 converter=(convert.py convert_tokenizer.py imatrix.py mlb.py quant.py safetensors_io.py family.py
@@ -72,6 +79,17 @@ model=$work/brown-q8_0.mlb
 prompt="The jury said"
 gen_args=(-m "$model" -p "$prompt" -n 24 -s 7 --temp 0.8 -t 2)
 
+exe_of() { [[ "$1" == windows-* ]] && echo .exe || true; }  # preset → the executables' suffix
+wine=""
+find_wine() {
+  [ -n "$wine" ] && return
+  wine=$(command -v wine64 || command -v wine || true)
+  [ -z "$wine" ] && [ -x /usr/lib/wine/wine64 ] && wine=/usr/lib/wine/wine64
+  [ -n "$wine" ] && command -v x86_64-w64-mingw32-g++-posix >/dev/null ||
+    die "the Windows archives need MinGW-w64 and Wine: scripts/setup.sh --windows"
+  export WINEDEBUG=-all
+}
+
 pkg_dir() { if [ "$1" = "$prebuilt_preset" ]; then echo "$work/prebuilt-$1"; else echo "$root/build/pkg-$1"; fi; }
 
 build() {  # preset strip → its pkg_dir with stripped binaries in bin/
@@ -92,7 +110,7 @@ build() {  # preset strip → its pkg_dir with stripped binaries in bin/
   cmake --build "$dir" -j"$(nproc)" --target "${bins[@]}" >"$dir.build.log" 2>&1 ||
     { grep -E "error" "$dir.build.log" | head -20 >&2; die "build of $preset failed"; }
   mkdir -p "$dir/bin"
-  for b in "${bins[@]}"; do "$strip" -o "$dir/bin/$b" "$dir/$b"; done
+  for b in "${bins[@]}"; do b=$b$(exe_of "$preset"); "$strip" -o "$dir/bin/$b" "$dir/$b"; done
 }
 
 host_preset=${prebuilt_preset:-$(scripts/detect_isa.sh)}
@@ -102,22 +120,25 @@ reference=$("$(pkg_dir "$host_preset")/bin/ml_run" "${gen_args[@]}" 2>/dev/null)
 log "reference text ($host_preset): $reference"
 
 # Runs one unpacked archive: ml_run's text against the reference, ml_server's answers.
-check() {  # dir runner
-  local dir=$1 runner=$2 text port pid ok=0
+check() {  # dir runner exe-suffix
+  local dir=$1 runner=$2 x=${3:-} text port pid ok=0
   # shellcheck disable=SC2086
-  text=$($runner "$dir/bin/ml_run" "${gen_args[@]}" 2>"$dir/ml_run.err") ||
+  text=$($runner "$dir/bin/ml_run$x" "${gen_args[@]}" 2>"$dir/ml_run.err") ||
     { cat "$dir/ml_run.err" >&2; return 1; }
   if [ "$text" != "$reference" ]; then
     log "  text differs: $text"
     return 1
   fi
   # shellcheck disable=SC2086
-  $runner "$dir/bin/ml_tok" "$model" encode "$prompt" >/dev/null || return 1
+  $runner "$dir/bin/ml_tok$x" "$model" encode "$prompt" >/dev/null || return 1
   port=$((20000 + RANDOM % 20000))
   # shellcheck disable=SC2086
-  $runner "$dir/bin/ml_server" -m "$model" --port "$port" -t 2 -q 2>"$dir/server.err" &
+  $runner "$dir/bin/ml_server$x" -m "$model" --port "$port" -t 2 -q 2>"$dir/server.err" &
   pid=$!
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.2; done
+  for _ in $(seq 300); do  # a minute: a first Wine start sets up its prefix
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+    sleep 0.2
+  done
   if curl -sf "http://127.0.0.1:$port/v1/completions" \
        -d "{\"prompt\": \"$prompt\", \"max_tokens\": 4, \"temperature\": 0}" | grep -q '"text_completion"'; then
     ok=1
@@ -127,7 +148,8 @@ check() {  # dir runner
 }
 
 # Stages krafla-VERSION-NAME with the binaries of BINDIR (copied as they are, links too) and
-# writes its archive.
+# writes its archive: $archive, .zip for Windows (Python's zipfile: no zip tool needed), else
+# .tar.gz.
 stage_archive() {  # name bindir
   stem=krafla-$version-$1
   local stage=$work/$stem
@@ -135,17 +157,31 @@ stage_archive() {  # name bindir
   cp -a "$2/." "$stage/bin/"
   cp README.md LICENSE CHANGELOG.md "$stage/"
   for f in "${converter[@]}"; do cp "tools/$f" "$stage/converter/"; done
-  tar -C "$work" -czf "$out/$stem.tar.gz" "$stem"
+  if [[ "$1" == windows-* ]]; then
+    archive=$stem.zip
+    rm -f "$out/$archive"
+    (cd "$work" && "$py" -m zipfile -c "$out/$archive" "$stem")
+  else
+    archive=$stem.tar.gz
+    tar -C "$work" -czf "$out/$archive" "$stem"
+  fi
+}
+
+unpack() {  # archive-file dir
+  case $1 in
+    *.zip) "$py" -m zipfile -e "$1" "$2" ;;
+    *) tar -C "$2" -xzf "$1" ;;
+  esac
 }
 
 # Runs the archive just written from a clean unpacked copy, not the staging directory.
-verify() {  # name runner
+verify() {  # name runner exe-suffix
   local probe
   probe=$(mktemp -d)
-  tar -C "$probe" -xzf "$out/$stem.tar.gz"
+  unpack "$out/$archive" "$probe"
   log "$1: checking (${2:-native})"
-  if ! check "$probe/$stem" "$2"; then
-    rm -f "$out/$stem.tar.gz"
+  if ! check "$probe/$stem" "$2" "${3:-}"; then
+    rm -f "$out/$archive"
     die "$1: the archive failed its run (left in $probe)"
   fi
   rm -rf "$probe"
@@ -156,19 +192,25 @@ for t in "${targets[@]}"; do
   IFS='|' read -r name preset run strip <<<"$t"
   if [ ${#wanted[@]} -gt 0 ] && [[ " ${wanted[*]} " != *" $name "* ]]; then continue; fi
   runner=""
+  if [[ "$run" == wine* ]]; then
+    find_wine
+    runner=$wine
+    run=${run#wine}
+    run=${run# }
+  fi
   if [[ "$run" == cpu:* ]]; then
     if ! has_flags "${run#cpu:}"; then
       log "$name: not run, so not packaged: this CPU lacks ${run#cpu:} and qemu has no such CPU"
       skipped+=("$name")
       continue
     fi
-  else
+  elif [ -n "$run" ]; then
     runner=$run
   fi
   [ "$preset" = "$host_preset" ] || build "$preset" "$strip"
   stage_archive "$name" "$(pkg_dir "$preset")/bin"
-  verify "$name" "$runner"
-  written+=("$stem.tar.gz")
+  verify "$name" "$runner" "$(exe_of "$preset")"
+  written+=("$archive")
   [[ "$name" == linux-x86_64-* ]] && x86+=("$preset")
   log "$name: ok"
 done
@@ -184,6 +226,7 @@ if [ ${#x86[@]} -gt 1 ] && { [ ${#wanted[@]} -eq 0 ] || [[ " ${wanted[*]} " == *
   for b in "${bins[@]}"; do ln -s krafla-launch "$auto/$b"; done
   stage_archive linux-x86_64-auto "$auto"
   verify linux-x86_64-auto ""
+  written+=("$archive")
   probe=$(mktemp -d)
   tar -C "$probe" -xzf "$out/$stem.tar.gz"
   for p in "${x86[@]}"; do
@@ -192,7 +235,6 @@ if [ ${#x86[@]} -gt 1 ] && { [ ${#wanted[@]} -eq 0 ] || [[ " ${wanted[*]} " == *
   done
   log "linux-x86_64-auto: the launcher picks $("$probe/$stem/bin/ml_run" --version | sed -n 's/.*ISA \([a-z0-9]*\).*/\1/p') here; KRAFLA_ISA chooses"
   rm -rf "$probe"
-  written+=("$stem.tar.gz")
 fi
 
 (cd "$out" && sha256sum krafla-"$version"-* >SHA256SUMS)
