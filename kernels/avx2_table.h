@@ -191,7 +191,9 @@ void quantize_act_impl(WType t, const float* x, int64_t cols, void* dst, int32_t
       __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
       h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
       h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
-      out[b].corr = c * _mm_cvtsi128_si32(h);
+      // Modulo 2^32, as the vector sums: a row with inf or NaN (a broken model) converts to
+      // INT_MIN lanes, and a signed multiply would be undefined. Its d is NaN or inf anyway.
+      out[b].corr = static_cast<int32_t>(uint32_t(c) * uint32_t(_mm_cvtsi128_si32(h)));
     } else {
       out[b].corr = 0;
     }

@@ -132,7 +132,9 @@ void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].qs), _mm512_cvtsepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out[b].qs + 16), _mm512_cvtsepi32_epi8(q1));
     out[b].d = d;
-    out[b].corr = c * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    // modulo 2^32: see avx2_table.h (inf or NaN rows convert to INT_MIN lanes)
+    out[b].corr = static_cast<int32_t>(uint32_t(c) *
+                                       uint32_t(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1))));
   }
 }
 

@@ -267,7 +267,8 @@ void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
   tiled::ActBlock* out = static_cast<tiled::ActBlock*>(dst);
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
     const int32_t sum = sse::quantize_block(x + b * kQBlock, out[b].qs, &out[b].d);
-    out[b].corr = t == WType::Q4_0 ? 8 * sum : 0;
+    // modulo 2^32: see avx2_table.h (inf or NaN rows convert to INT_MIN lanes)
+    out[b].corr = t == WType::Q4_0 ? static_cast<int32_t>(8u * uint32_t(sum)) : 0;
   }
 }
 

@@ -12,6 +12,9 @@ missing=()
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 # --windows: the MinGW-w64 cross compiler and Wine for scripts/test_windows.sh.
 [[ " $* " == *" --windows "* ]] && pkgs+=(g++-mingw-w64-x86-64 wine64)
+# --sanitizers: clang with its sanitizer and libFuzzer runtimes, for the asan and fuzz presets
+# (scripts/test_sanitizers.sh, scripts/fuzz.sh).
+[[ " $* " == *" --sanitizers "* ]] && pkgs+=(clang libclang-rt-dev)
 command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

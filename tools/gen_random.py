@@ -51,6 +51,9 @@ SHAPES: dict[str, dict] = {
     "mistral-tiny": dict(dim=128, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, ffn=256,
                          theta=10000.0, eps=1e-5, max_pos=4096, tied=False, tok="llama2",
                          sliding_window=16),
+    # the fuzz targets' seed models (tests/fuzz/make_seeds.py): a few kilobytes
+    "fuzz": dict(dim=32, n_layers=1, n_heads=2, n_kv_heads=1, head_dim=16, ffn=64,
+                 theta=10000.0, eps=1e-5, max_pos=64, tied=True, tok="llama2"),
 }
 # fmt: on
 # Qwen/SmolLM shapes. The tiny ones exercise each family's feature: qwen2-tiny slides a

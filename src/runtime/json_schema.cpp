@@ -412,7 +412,7 @@ JsonSchema JsonSchema::parse_text(std::string_view schema_json) {
   json schema;
   try {
     schema = json::parse(schema_json);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw Error(fmt::format("json_schema: not valid JSON: {}", e.what()));
   }
   return parse(schema);

@@ -315,7 +315,7 @@ TEST(Quantize, Q8RoundTrip) {
   for (int64_t cols : {32, 64, 96, 160, 352, 1024}) {
     auto x = random_floats(rng, cols, -5.0f, 5.0f);
     for (int i = 0; i < kQBlock; ++i) x[i] = 0.0f;  // an all-zero block: d = 0
-    x[40] = 1e-3f;
+    if (cols > 40) x[40] = 1e-3f;  // (the 32-float row has no x[40]: ASan found the write)
     std::vector<BlockQ8_0> q(cols / kQBlock), qs(cols / kQBlock);
     quantize_row_q8_0(x.data(), q.data(), cols);
     scalar::quantize_row_q8_0(x.data(), qs.data(), cols);

@@ -92,6 +92,7 @@ TEST(Request, ErrorsNameTheField) {
   const std::vector<Case> cases = {
       {"{", "", "invalid_json"},
       {"[]", "", "invalid_json"},
+      {chat_with(R"("temperature": 1e999)"), "", "invalid_json"},  // a number out of range
       {R"({"model": "m"})", "messages", "missing_required_parameter"},
       {chat_with(R"("temperature": "hot")"), "temperature", "invalid_type"},
       {chat_with(R"("temperature": 2.5)"), "temperature", "invalid_value"},

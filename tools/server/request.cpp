@@ -317,7 +317,7 @@ CompletionRequest parse_request(const std::string& text, Endpoint ep, const Requ
   json body;
   try {
     body = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     throw ApiError::invalid(fmt::format("The request body is not valid JSON: {}", e.what()), "",
                             "invalid_json");
   }
