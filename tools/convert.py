@@ -130,26 +130,30 @@ def write_mlb(
         dtypes[name] = dt
         specs.append(mlb.TensorSpec(name, dt, shape))
     w = mlb.MlbWriter(out, "model", specs, c, source)
-    for n in ctok.TOKENIZER_FILES:
-        w.add(n, tok_files[n])
-    t_all = time.time()
-    for i, (name, hf, _, shape) in enumerate(plan):
-        t0 = time.time()
-        w.begin(name)
-        if len(shape) == 1:
-            w.write(quant.quantize(get(hf, slice(None)), dtypes[name], q4_rule))
-        else:
-            step = max(1, ROW_BLOCK_ELEMS // shape[-1])
-            for r in range(0, shape[0], step):
-                x = get(hf, slice(r, min(shape[0], r + step)))
-                w.write(quant.quantize(x, dtypes[name], q4_rule, importance.get(name)))
-        mb = int(np.prod(shape)) * 4 / 1e6
-        print(
-            f"convert: [{i + 1}/{len(plan)}] {name:22s} {dtypes[name]:5s} {str(list(shape)):14s} "
-            f"{mb / max(time.time() - t0, 1e-9):8.1f} MB/s",
-            file=sys.stderr,
-        )
-    w.close()
+    try:
+        for n in ctok.TOKENIZER_FILES:
+            w.add(n, tok_files[n])
+        t_all = time.time()
+        for i, (name, hf, _, shape) in enumerate(plan):
+            t0 = time.time()
+            w.begin(name)
+            if len(shape) == 1:
+                w.write(quant.quantize(get(hf, slice(None)), dtypes[name], q4_rule))
+            else:
+                step = max(1, ROW_BLOCK_ELEMS // shape[-1])
+                for r in range(0, shape[0], step):
+                    x = get(hf, slice(r, min(shape[0], r + step)))
+                    w.write(quant.quantize(x, dtypes[name], q4_rule, importance.get(name)))
+            mb = int(np.prod(shape)) * 4 / 1e6
+            print(
+                f"convert: [{i + 1}/{len(plan)}] {name:22s} {dtypes[name]:5s} "
+                f"{str(list(shape)):14s} {mb / max(time.time() - t0, 1e-9):8.1f} MB/s",
+                file=sys.stderr,
+            )
+        w.close()
+    except BaseException:  # Ctrl-C or an error: no partial file at `out` (mlb.AtomicFile)
+        w.abort()
+        raise
     print(
         f"convert: wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB) "
         f"in {time.time() - t_all:.1f} s",
@@ -426,9 +430,10 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("hf_dir", help="Hugging Face model directory")
         _add_common(p)
         a = p.parse_args(argv)
+    # The output is written under a temporary name and renamed into place when complete
+    # (mlb.AtomicFile): an existing file stays whole until then, and an error or Ctrl-C leaves
+    # neither a partial file nor the temporary one.
     try:
-        if os.path.exists(a.out):
-            os.remove(a.out)
         q8 = parse_q8(a.q8)
         if argv and argv[0] == "llama2c":
             if a.imatrix:
@@ -445,11 +450,17 @@ def main(argv: list[str] | None = None) -> None:
         OSError,
         json.JSONDecodeError,
     ) as e:
+        drop_temporary(a.out)
         mlb.die(PROG, str(e))
     except BaseException:
-        if os.path.exists(a.out):
-            os.remove(a.out)  # never leave a half-written file behind
+        drop_temporary(a.out)
         raise
+
+
+def drop_temporary(out: str) -> None:
+    tmp = f"{out}.tmp{os.getpid()}"  # mlb.AtomicFile's name
+    if os.path.exists(tmp):
+        os.remove(tmp)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+import mlb  # AtomicFile
 import quant
 
 MAGIC = b"GGUF"
@@ -132,7 +133,8 @@ def write(path: str, kv: dict[str, Any], tensors: list[Tensor], version: int = V
         head += _string(t.name) + struct.pack(f"<I{len(ne)}Q", len(ne), *ne)
         head += struct.pack("<IQ", GGML_TYPES[t.dtype], offset)
         offset = _align(offset + len(t.data), align)
-    with open(path, "wb") as f:
+    with mlb.AtomicFile(path) as out:  # never a partial file at path
+        f = out.f
         f.write(head + bytes(_align(len(head), align) - len(head)))
         for t in tensors:
             f.write(t.data + bytes(_align(len(t.data), align) - len(t.data)))

@@ -9,6 +9,7 @@ written and tensors can be streamed one after another, block of rows by block of
 from __future__ import annotations
 
 import json
+import os
 import struct
 import sys
 from dataclasses import dataclass
@@ -43,8 +44,39 @@ def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 
 
+class AtomicFile:
+    """A binary file written under a temporary name beside `path` (PATH.tmpPID) and renamed onto
+    it by commit(): a writer that is interrupted (Ctrl-C, an error, a crash, kill -9) never
+    leaves a partial file at `path`, and an older file there stays whole until the new one is
+    complete. abort(), or an exception inside `with`, removes the temporary file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.tmp = f"{path}.tmp{os.getpid()}"
+        self.f = open(self.tmp, "wb")
+
+    def commit(self) -> None:
+        self.f.close()
+        os.replace(self.tmp, self.path)
+
+    def abort(self) -> None:
+        self.f.close()
+        if os.path.exists(self.tmp):
+            os.remove(self.tmp)
+
+    def __enter__(self) -> "AtomicFile":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
 class MlbWriter:
-    """Streams a .mlb file: the table is fixed up front; write tensors in table order."""
+    """Streams a .mlb file: the table is fixed up front; write tensors in table order. The file
+    appears at `path` only when close() has written it all (AtomicFile); abort() drops it."""
 
     def __init__(
         self,
@@ -79,7 +111,8 @@ class MlbWriter:
         meta["source"] = source or {}
         blob = json.dumps(meta, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         self.data_offset = _align(HEADER_BYTES + len(blob))
-        self.f = open(path, "wb")
+        self.out = AtomicFile(path)
+        self.f = self.out.f
         self.f.write(MAGIC + struct.pack("<IIQ", VERSION, 0, len(blob)) + blob)
         self.f.write(b"\0" * (self.data_offset - HEADER_BYTES - len(blob)))
         self.index = 0
@@ -113,7 +146,10 @@ class MlbWriter:
         if self.pending or self.index != len(self.table):
             missing = [t["name"] for t in self.table[self.index :]]
             raise MlbError(f"file closed before all tensors were written: {missing}")
-        self.f.close()
+        self.out.commit()
+
+    def abort(self) -> None:
+        self.out.abort()
 
 
 class MlbReader:

@@ -38,7 +38,15 @@ from e2e_common import (
 )
 from e2e_gguf import case_gguf, case_gguf_bad, case_gguf_bad_qwen35
 from e2e_quality import case_imatrix, case_quality
-from e2e_tools import case_bench, case_cli, case_info, case_perplexity, case_profile, case_tok
+from e2e_tools import (
+    case_bench,
+    case_cli,
+    case_info,
+    case_killwrite,
+    case_perplexity,
+    case_profile,
+    case_tok,
+)
 
 
 def case_setup(a) -> None:
@@ -475,6 +483,7 @@ def main() -> None:
         "quality": case_quality,
         "imatrix": case_imatrix,
         "profile": case_profile,
+        "killwrite": case_killwrite,
         "armguard": case_arm_guard,
         "svevl": case_sve_vl,
         "gguf": case_gguf,

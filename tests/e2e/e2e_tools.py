@@ -8,13 +8,14 @@ import csv
 import json
 import os
 import re
+import shutil
 import struct
 import subprocess
 import sys
 
 import numpy as np
 
-from e2e_common import SRC, Target, corrupt_variants, mlb, must, run, tool
+from e2e_common import SRC, Target, corrupt_variants, mlb, must, prompt_ids, run, tool
 
 sys.path.insert(0, os.path.join(SRC, "tools"))
 import mlb as mlbfile  # noqa: E402  tools/mlb.py: the .mlb reader written from docs/format.md
@@ -481,3 +482,88 @@ def ml_run_logits_file(a, path: str, tokens: list[int], out: str) -> str:
         ]
     )
     return out
+
+
+def _kill_when(proc: subprocess.Popen, ready, sig: int, what: str, timeout: float = 60) -> bool:
+    """Sends sig to proc once ready() is true (polled every 2 ms); False when proc ended first."""
+    import time
+
+    end = time.time() + timeout
+    while time.time() < end:
+        if proc.poll() is not None:
+            return False
+        if ready():
+            proc.send_signal(sig)
+            proc.wait()
+            return True
+        time.sleep(0.002)
+    proc.kill()
+    raise SystemExit(f"FAILED: {what} never reached the point to interrupt")
+
+
+def case_killwrite(a, model: str) -> None:
+    """Files Krafla writes appear whole or not at all: convert.py killed (SIGKILL) or
+    interrupted (SIGINT, Ctrl-C) while writing leaves no file at the output path, and an older
+    file there unchanged; ml_run killed while writing its pack cache leaves no cache, and the
+    next start writes a whole one whose logits equal the plain load's."""
+    import signal
+    import time
+
+    src = os.path.join(a.work, model)
+    out = os.path.join(a.scratch, "out.mlb")
+    conv = tool("convert.py") + [src, "-o", out, "--quant", "f32"]
+
+    def tmp_growing() -> bool:
+        return any(
+            f.startswith("out.mlb.tmp") and os.path.getsize(os.path.join(a.scratch, f)) > 1 << 20
+            for f in os.listdir(a.scratch)
+        )
+
+    p = subprocess.Popen(conv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert _kill_when(p, tmp_growing, signal.SIGKILL, "convert.py"), "convert.py ended first"
+    assert not os.path.exists(out), "a killed convert.py left a file at its output path"
+    for f in os.listdir(a.scratch):  # what kill -9 leaves: only its own temporary name
+        assert f.startswith("out.mlb.tmp"), f
+        os.remove(os.path.join(a.scratch, f))
+    print("ok: convert.py killed midway: no file at the output path")
+    shutil.copy(mlb(a.work, model, "q8_0"), out)
+    before = open(out, "rb").read()
+    p = subprocess.Popen(conv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert _kill_when(p, tmp_growing, signal.SIGINT, "convert.py"), "convert.py ended first"
+    assert open(out, "rb").read() == before, "an interrupted convert.py changed the older file"
+    assert os.listdir(a.scratch) == ["out.mlb"], os.listdir(a.scratch)  # Ctrl-C cleans up
+    print("ok: convert.py interrupted (Ctrl-C): the older file unchanged, nothing left behind")
+
+    cache = os.path.join(a.scratch, "cache")
+    path = mlb(a.work, model, "f32")
+    ids = ",".join(map(str, prompt_ids(a.work, model)[:4]))
+    run_ = [os.path.join(a.bin, "ml_run"), "-m", path, "--tokens", ids, "-t", "2"]
+
+    def cache_tmp() -> bool:
+        return os.path.isdir(cache) and any(".tmp" in f for f in os.listdir(cache))
+
+    for attempt in range(10):  # the write takes a fraction of a second: catch it in the act
+        shutil.rmtree(cache, ignore_errors=True)
+        p = subprocess.Popen(
+            run_ + ["--logits", os.path.join(a.scratch, "x.npy"), "--pack-cache", cache],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        if _kill_when(p, cache_tmp, signal.SIGKILL, "ml_run --pack-cache"):
+            break
+        time.sleep(0.01)
+    else:
+        raise SystemExit("FAILED: ml_run wrote its pack cache before it could be killed, 10 times")
+    left = os.listdir(cache)
+    assert all(".tmp" in f for f in left), f"a killed ml_run left a cache file: {left}"
+    for f in left:
+        os.remove(os.path.join(cache, f))
+    plain = os.path.join(a.scratch, "plain.npy")
+    cached = os.path.join(a.scratch, "cached.npy")
+    must(run_ + ["--logits", plain])
+    r = must(run_ + ["--logits", cached, "--pack-cache", cache])
+    assert "pack cache: wrote" in r.stderr, r.stderr
+    r = must(run_ + ["--logits", cached, "--pack-cache", cache])
+    assert "pack cache: mapped" in r.stderr, r.stderr
+    assert np.array_equal(np.load(plain).view(np.uint32), np.load(cached).view(np.uint32))
+    print(f"ok: ml_run killed while writing its pack cache (attempt {attempt + 1}): no cache left")
