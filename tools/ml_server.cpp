@@ -109,9 +109,10 @@ int main(int argc, char** argv) {
     app.add_option("--max-body", a.http.max_body, "largest request body in bytes")
         ->capture_default_str()
         ->check(CLI::Range(size_t(1024), size_t(1) << 30));
-    app.add_option("--http-threads", a.http.http_threads, "connections served at once")
+    app.add_option("--http-threads", a.http.http_threads,
+                   "connections served at once (a thread each, started as needed)")
         ->capture_default_str()
-        ->check(CLI::Range(2, 1024));
+        ->check(CLI::Range(2, 65536));
     // The sampling defaults for fields a request leaves out; OpenAI's unless given here.
     a.http.defaults.sampler = server::openai_sampler_defaults();
     cli::add_sampling_options(app, a.http.defaults.sampler);

@@ -3,8 +3,17 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#ifdef __GLIBC__
+#include <malloc.h>  // malloc_trim
+#endif
 
 #include "krafla/error.h"
 #include "server/client_socket.h"
@@ -17,6 +26,74 @@ namespace {
 
 using httplib::Request;
 using httplib::Response;
+
+// httplib hands each accepted connection to its task queue, and the task holds a thread for the
+// connection's whole life: reading the headers, a request waiting for a slot, a stream. With a
+// fixed pool of N threads, N slow or idle clients (slow-loris, a thousand open connections)
+// kept every other request, /health included, waiting. This queue starts a thread for each
+// connection that finds no idle one, up to `max_threads` (only beyond that do connections
+// wait), and a thread idle for a few seconds ends, so the pool shrinks back after a burst.
+class ElasticPool final : public httplib::TaskQueue {
+ public:
+  explicit ElasticPool(size_t max_threads) : max_(max_threads) {}
+  ~ElasticPool() override { shutdown(); }
+
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard lk(mu_);
+    jobs_.push_back(std::move(fn));
+    if (idle_ >= jobs_.size()) {
+      work_.notify_one();  // an idle thread for every waiting connection
+    } else if (threads_ < max_) {
+      ++threads_;
+      std::thread([this] { run(); }).detach();
+    }
+  }
+
+  void shutdown() override {
+    std::unique_lock lk(mu_);
+    stop_ = true;
+    work_.notify_all();
+    done_.wait(lk, [&] { return threads_ == 0; });
+  }
+
+ private:
+  void run() {
+    std::unique_lock lk(mu_);
+    for (;;) {
+      ++idle_;
+      const bool woken =
+          work_.wait_for(lk, std::chrono::seconds(5), [&] { return stop_ || !jobs_.empty(); });
+      --idle_;
+      if (jobs_.empty()) {
+        if (stop_ || !woken) break;
+        continue;
+      }
+      auto fn = std::move(jobs_.front());
+      jobs_.pop_front();
+      lk.unlock();
+      fn();
+      lk.lock();
+    }
+    const bool last = --threads_ == 0;
+    if (last) done_.notify_all();
+#ifdef __GLIBC__
+    // A burst's memory (request bodies, JSON trees, the threads' malloc arenas) is free once
+    // the last connection thread ends, but glibc keeps it mapped: give it back then, so the
+    // resident size returns to what it was before the burst.
+    if (last && !stop_) {
+      lk.unlock();
+      malloc_trim(0);
+    }
+#endif
+  }
+
+  const size_t max_;
+  std::mutex mu_;
+  std::condition_variable work_, done_;
+  std::deque<std::function<void()>> jobs_;
+  size_t threads_ = 0, idle_ = 0;
+  bool stop_ = false;
+};
 
 void send_json(Response& res, const Json& j, int status = 200) {
   res.status = status;
@@ -136,7 +213,7 @@ HttpServer::HttpServer(Engine& engine, HttpOptions opts)
       svr_(std::make_unique<httplib::Server>()),
       created_(int64_t(std::time(nullptr))) {
   const int n = std::max(opts_.http_threads, 2);
-  svr_->new_task_queue = [n] { return new httplib::ThreadPool(size_t(n)); };
+  svr_->new_task_queue = [n] { return new ElasticPool(size_t(n)); };
   svr_->set_payload_max_length(opts_.max_body);
   svr_->set_keep_alive_max_count(1000);
   // httplib waits out an idle keep-alive connection before stop() returns; a short timeout

@@ -22,7 +22,7 @@ struct HttpOptions {
   std::string api_key;         // "": no authentication
   std::string cors_origin;     // "": no CORS headers (same-origin only)
   size_t max_body = 2u << 20;  // bytes; larger request bodies get 413
-  int http_threads = 32;       // connections served at once (queued requests hold one each)
+  int http_threads = 1024;     // connections served at once, a thread each (started as needed)
   bool log_requests = true;
   RequestDefaults defaults;  // sampling for fields a request leaves out (--temp, --seed, …)
 };
