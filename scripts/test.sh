@@ -2,7 +2,8 @@
 # The whole test suite: dependencies, then for each ISA preset this CPU runs natively
 # (KRAFLA_TEST_PRESETS overrides), build and run ctest (kernels vs scalar vs double
 # reference, unit, tokenizer parity, end-to-end logits vs the numpy reference, server). The
-# "long" label (the Qwen3.5-0.8B-shaped check) is left to `ctest --preset P -L long`; every
+# "long" label (the Qwen3.5-0.8B-shaped check) is left to `ctest --preset P -L long`, the
+# "abuse" one (server.abuse, not yet steady) to `ctest --preset P -L abuse`; every
 # other ISA level is scripts/test_all_isas.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
