@@ -61,13 +61,9 @@ class ElasticPool final : public httplib::TaskQueue {
     std::unique_lock lk(mu_);
     for (;;) {
       ++idle_;
-      const bool woken =
-          work_.wait_for(lk, std::chrono::seconds(5), [&] { return stop_ || !jobs_.empty(); });
+      work_.wait_for(lk, std::chrono::seconds(5), [&] { return stop_ || !jobs_.empty(); });
       --idle_;
-      if (jobs_.empty()) {
-        if (stop_ || !woken) break;
-        continue;
-      }
+      if (jobs_.empty()) break;  // idle for 5 s, or stopping
       auto fn = std::move(jobs_.front());
       jobs_.pop_front();
       lk.unlock();
