@@ -129,8 +129,8 @@ def write_mlb(
             raise ConvertError(f"tensor '{hf}' has {shape[-1]} cols, not a multiple of 32 for {dt}")
         dtypes[name] = dt
         specs.append(mlb.TensorSpec(name, dt, shape))
-    w = mlb.MlbWriter(out, "model", specs, c, source)
-    try:
+    # no file at `out` unless every tensor was written (mlb.AtomicFile; Ctrl-C included)
+    with mlb.MlbWriter(out, "model", specs, c, source) as w:
         for n in ctok.TOKENIZER_FILES:
             w.add(n, tok_files[n])
         t_all = time.time()
@@ -150,10 +150,6 @@ def write_mlb(
                 f"{str(list(shape)):14s} {mb / max(time.time() - t0, 1e-9):8.1f} MB/s",
                 file=sys.stderr,
             )
-        w.close()
-    except BaseException:  # Ctrl-C or an error: no partial file at `out` (mlb.AtomicFile)
-        w.abort()
-        raise
     print(
         f"convert: wrote {out} ({os.path.getsize(out) / 1e6:.1f} MB) "
         f"in {time.time() - t_all:.1f} s",
@@ -431,7 +427,7 @@ def main(argv: list[str] | None = None) -> None:
         _add_common(p)
         a = p.parse_args(argv)
     # The output is written under a temporary name and renamed into place when complete
-    # (mlb.AtomicFile): an existing file stays whole until then, and an error or Ctrl-C leaves
+    # (mlb.MlbWriter): an existing file stays whole until then, and an error or Ctrl-C leaves
     # neither a partial file nor the temporary one.
     try:
         q8 = parse_q8(a.q8)
@@ -450,17 +446,7 @@ def main(argv: list[str] | None = None) -> None:
         OSError,
         json.JSONDecodeError,
     ) as e:
-        drop_temporary(a.out)
         mlb.die(PROG, str(e))
-    except BaseException:
-        drop_temporary(a.out)
-        raise
-
-
-def drop_temporary(out: str) -> None:
-    tmp = f"{out}.tmp{os.getpid()}"  # mlb.AtomicFile's name
-    if os.path.exists(tmp):
-        os.remove(tmp)
 
 
 if __name__ == "__main__":

@@ -135,16 +135,10 @@ def guess_chat_template(tok_json: dict[str, Any], tok_cfg: dict[str, Any]) -> st
 def write_mlt(tok_dir: str, out: str) -> None:
     files = read_tokenizer_files(tok_dir)
     specs = [mlb.TensorSpec(n, "bytes", (len(files[n]),)) for n in TOKENIZER_FILES]
-    w = mlb.MlbWriter(
-        out,
-        "tokenizer",
-        specs,
-        None,
-        {"tool": "convert_tokenizer.py", "tokenizer_dir": os.path.abspath(tok_dir)},
-    )
-    for n in TOKENIZER_FILES:
-        w.add(n, files[n])
-    w.close()
+    source = {"tool": "convert_tokenizer.py", "tokenizer_dir": os.path.abspath(tok_dir)}
+    with mlb.MlbWriter(out, "tokenizer", specs, None, source) as w:
+        for n in TOKENIZER_FILES:
+            w.add(n, files[n])
 
 
 def main(argv: list[str] | None = None) -> None:

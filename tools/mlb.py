@@ -76,7 +76,8 @@ class AtomicFile:
 
 class MlbWriter:
     """Streams a .mlb file: the table is fixed up front; write tensors in table order. The file
-    appears at `path` only when close() has written it all (AtomicFile); abort() drops it."""
+    appears at `path` only when close() has written it all (AtomicFile); abort() drops it. As a
+    context manager it closes at the end of the block, or aborts on an exception (Ctrl-C too)."""
 
     def __init__(
         self,
@@ -113,8 +114,12 @@ class MlbWriter:
         self.data_offset = _align(HEADER_BYTES + len(blob))
         self.out = AtomicFile(path)
         self.f = self.out.f
-        self.f.write(MAGIC + struct.pack("<IIQ", VERSION, 0, len(blob)) + blob)
-        self.f.write(b"\0" * (self.data_offset - HEADER_BYTES - len(blob)))
+        try:
+            self.f.write(MAGIC + struct.pack("<IIQ", VERSION, 0, len(blob)) + blob)
+            self.f.write(b"\0" * (self.data_offset - HEADER_BYTES - len(blob)))
+        except BaseException:
+            self.out.abort()
+            raise
         self.index = 0
         self.pending = 0  # bytes still due for the current tensor
 
@@ -145,11 +150,21 @@ class MlbWriter:
     def close(self) -> None:
         if self.pending or self.index != len(self.table):
             missing = [t["name"] for t in self.table[self.index :]]
+            self.abort()  # an incomplete file never appears
             raise MlbError(f"file closed before all tensors were written: {missing}")
         self.out.commit()
 
     def abort(self) -> None:
         self.out.abort()
+
+    def __enter__(self) -> "MlbWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
 
 class MlbReader:

@@ -49,10 +49,9 @@ def model_files(tmp: str, good: bytes) -> dict[str, tuple[str, str]]:
             mlb.TensorSpec(n, "bytes", (len(d),))
             for n, d in (("tokenizer.json", body), ("tokenizer_config.json", b"{}"))
         ]
-        w = mlb.MlbWriter(p, "tokenizer", specs, None)
-        w.add("tokenizer.json", body)
-        w.add("tokenizer_config.json", b"{}")
-        w.close()
+        with mlb.MlbWriter(p, "tokenizer", specs, None) as w:
+            w.add("tokenizer.json", body)
+            w.add("tokenizer_config.json", b"{}")
         files[name] = (p, word)
     return files
 
@@ -76,7 +75,7 @@ def main() -> None:
     good = open(model, "rb").read()
     cases: list[tuple[str, list[str], str]] = []  # (exe, args, word)
     with tempfile.TemporaryDirectory() as tmp:
-        for kind, (path, word) in model_files(tmp, good).items():
+        for path, word in model_files(tmp, good).values():
             for exe in EXES:
                 # a tokenizer file is refused as such by the executables that need a model
                 w = "tokenizer file" if path.endswith(".mlt") and exe != "ml_tok" else word
