@@ -204,7 +204,6 @@ def case_packcache(a, model: str) -> None:
     logits are bit-identical to a start without it; a stale (model file touched), foreign (bad
     magic) or truncated cache is detected and rewritten; an unwritable directory is only a note."""
     d = os.path.join(a.scratch, "pack-cache")
-    shutil.rmtree(d, ignore_errors=True)
     path = mlb(a.work, model, "q8_0")
     ids = ",".join(map(str, prompt_ids(a.work, model)[:8]))
     exe = os.path.join(a.bin, "ml_run")
@@ -282,7 +281,7 @@ def case_batch(a, model: str, quant: str) -> None:
 
 def case_badfiles(a) -> None:
     good = open(mlb(a.work, "llama", "q8_0"), "rb").read()
-    bad_dir = os.path.join(a.scratch, "bad")
+    bad_dir = a.scratch
     # the tokenizer alone is still readable from these
     tok_ok = ("unknown-arch", "missing-tensor", "missing-config-key", "bad-heads")
     tok_ok += ("size-mismatch", "offset-past-end")

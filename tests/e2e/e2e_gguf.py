@@ -56,9 +56,9 @@ def gguf_sources(a, model: str) -> dict[str, str]:
     if expressible(cfg) == cfg:
         return {q: mlb(a.work, model, q) for q in QUANTS}
     nd = os.path.join(a.scratch, f"{model}-gguf-src")
-    os.makedirs(nd, exist_ok=True)
+    os.makedirs(nd)
     for f in os.listdir(d):
-        if f != "config.json" and not os.path.exists(os.path.join(nd, f)):
+        if f != "config.json":
             os.symlink(os.path.join(d, f), os.path.join(nd, f))
     json.dump(expressible(cfg), open(os.path.join(nd, "config.json"), "w"))
     out = {}
@@ -208,13 +208,13 @@ def case_gguf_bad_qwen35(a) -> None:
     bad = bytearray(good)
     struct.pack_into("<Q", bad, w + 12, rows // 4)
     variants = {"qwen35-short-z": (bytes(bad), "too small for")}
-    failures = one_line_errors(a, variants, os.path.join(a.scratch, "bad-gguf-qwen35"), ".gguf")
+    failures = one_line_errors(a, variants, a.scratch, ".gguf")
     if failures:
         raise SystemExit("FAILED: " + ", ".join(failures))
 
 
 def case_gguf_bad(a) -> None:
     good = open(gguf_of(a, "llama", "q8_0"), "rb").read()
-    failures = one_line_errors(a, gguf_variants(good), os.path.join(a.scratch, "bad-gguf"), ".gguf")
+    failures = one_line_errors(a, gguf_variants(good), a.scratch, ".gguf")
     if failures:
         raise SystemExit("FAILED: " + ", ".join(failures))

@@ -72,9 +72,7 @@ def case_quality(a) -> None:
     half = os.path.join(a.scratch, "brown-test-second-half.txt")
     with open(half, "w", encoding="utf-8") as f:
         f.write(text[len(text) // 2 :])
-    imat = os.path.join(a.scratch, "brown.imatrix")
-    if os.path.exists(imat):
-        os.remove(imat)
+    imat = os.path.join(a.scratch, "brown.imatrix")  # new: ml_run --imatrix adds to a file
     ml = [os.path.join(a.bin, "ml_run"), "-m", f32, "-q", "--perplexity", half, "-c", str(CTX)]
     must(ml + ["--imatrix", imat])
     weighted = os.path.join(a.scratch, "brown-q4_0-imatrix.mlb")
@@ -103,11 +101,8 @@ def case_imatrix(a, model: str) -> None:
     import imatrix
     import safetensors_io as st
 
-    work = os.path.join(a.scratch, f"imatrix-{model}")
-    os.makedirs(work, exist_ok=True)
+    work = a.scratch
     path = os.path.join(work, "im.dat")
-    if os.path.exists(path):
-        os.remove(path)
     f32 = mlb(a.work, model, "f32")
     prompt = "The quick brown fox jumps over the lazy dog, twice."
     ids = [

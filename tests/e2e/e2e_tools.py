@@ -9,9 +9,11 @@ import json
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -280,8 +282,7 @@ def case_info(a, model: str) -> None:
         t_info["kind"] == "tokenizer" and "config" not in t_info and t_info["n_params"] == 0
     ), t_info
     # Corrupt files: one line naming the problem, exit 2 (config errors too: info parses it).
-    bad_dir = os.path.join(a.scratch, f"bad-info-{model}")
-    os.makedirs(bad_dir, exist_ok=True)
+    bad_dir = a.scratch
     variants = corrupt_variants(
         open(mlb(a.work, "llama", "q8_0"), "rb").read()
     )  # names llama's tensors
@@ -380,8 +381,7 @@ def case_perplexity(a, model: str) -> None:
     plain = must(tok + ["--no-special", "-"], input=body).stdout.split()
     # A tokenizer that adds BOS gets it at every chunk's start (llama-perplexity's rule).
     bos = ids[0] if len(ids) == len(plain) + 1 else None
-    work = os.path.join(a.scratch, f"ppl-{model}")
-    os.makedirs(work, exist_ok=True)
+    work = a.scratch
     lps = []
     for c in range(chunks):
         chunk = ids[c * n_ctx : (c + 1) * n_ctx]
@@ -486,8 +486,6 @@ def ml_run_logits_file(a, path: str, tokens: list[int], out: str) -> str:
 
 def _kill_when(proc: subprocess.Popen, ready, sig: int, what: str, timeout: float = 60) -> bool:
     """Sends sig to proc once ready() is true (polled every 2 ms); False when proc ended first."""
-    import time
-
     end = time.time() + timeout
     while time.time() < end:
         if proc.poll() is not None:
@@ -506,9 +504,6 @@ def case_killwrite(a, model: str) -> None:
     interrupted (SIGINT, Ctrl-C) while writing leaves no file at the output path, and an older
     file there unchanged; ml_run killed while writing its pack cache leaves no cache, and the
     next start writes a whole one whose logits equal the plain load's."""
-    import signal
-    import time
-
     src = os.path.join(a.work, model)
     out = os.path.join(a.scratch, "out.mlb")
     conv = tool("convert.py") + [src, "-o", out, "--quant", "f32"]
