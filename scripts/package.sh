@@ -83,9 +83,7 @@ exe_of() { [[ "$1" == windows-* ]] && echo .exe || true; }  # preset → the exe
 wine=""
 find_wine() {
   [ -n "$wine" ] && return
-  wine=$(command -v wine64 || command -v wine || true)
-  [ -z "$wine" ] && [ -x /usr/lib/wine/wine64 ] && wine=/usr/lib/wine/wine64
-  [ -n "$wine" ] && command -v x86_64-w64-mingw32-g++-posix >/dev/null ||
+  wine=$(scripts/find_wine.sh) && command -v x86_64-w64-mingw32-g++-posix >/dev/null ||
     die "the Windows archives need MinGW-w64 and Wine: scripts/setup.sh --windows"
   export WINEDEBUG=-all
 }
@@ -228,7 +226,7 @@ if [ ${#x86[@]} -gt 1 ] && { [ ${#wanted[@]} -eq 0 ] || [[ " ${wanted[*]} " == *
   verify linux-x86_64-auto ""
   written+=("$archive")
   probe=$(mktemp -d)
-  tar -C "$probe" -xzf "$out/$stem.tar.gz"
+  unpack "$out/$archive" "$probe"
   for p in "${x86[@]}"; do
     has_isa=$(KRAFLA_ISA=$p "$probe/$stem/bin/ml_run" --version 2>&1 || true)
     [[ "$has_isa" == *"ISA $p;"* ]] || die "auto: KRAFLA_ISA=$p ran: $has_isa"

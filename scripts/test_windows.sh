@@ -39,9 +39,7 @@ fi
 [ -f "$model" ] || { echo "test_windows: no model at ${KRAFLA_WINDOWS_MODEL:-.models/quality/q8_0.mlb} (set KRAFLA_WINDOWS_MODEL)" >&2; exit 2; }
 command -v x86_64-w64-mingw32-g++-posix >/dev/null ||
   { echo "test_windows: apt-get install g++-mingw-w64-x86-64 wine64" >&2; exit 2; }
-wine=$(command -v wine64 || command -v wine || true)
-[ -z "$wine" ] && [ -x /usr/lib/wine/wine64 ] && wine=/usr/lib/wine/wine64
-[ -n "$wine" ] || { echo "test_windows: wine is missing (apt-get install wine64)" >&2; exit 2; }
+wine=$(scripts/find_wine.sh) || { echo "test_windows: wine is missing (apt-get install wine64)" >&2; exit 2; }
 export WINEDEBUG=-all
 
 tmp=$(mktemp -d)

@@ -10,15 +10,9 @@
 #include <string>
 
 #include "krafla/error.h"
+#include "tests/read_file.h"
 
 namespace krafla::test {
-
-inline std::string read_file(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 class TempFileTest : public ::testing::Test {
  protected:

@@ -6,38 +6,32 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "fuzz_input.h"
 #include "krafla/error.h"
 #include "krafla/tokenizer.h"
+#include "tests/read_file.h"
 
 namespace {
 
-std::string read(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using krafla::test::read_file;
 
 const std::vector<krafla::Tokenizer>& tokenizers() {
   static const auto all = [] {
     std::vector<krafla::Tokenizer> v;
     for (const char* name : {"llama2", "llama3", "qwen3", "qwen3_5", "gemma3"}) {
       const std::string dir = std::string(KRAFLA_SOURCE_DIR) + "/.models/tokenizers/" + name;
-      const std::string json = read(dir + "/tokenizer.json");
+      const std::string json = read_file(dir + "/tokenizer.json");
       if (json.empty()) {
         std::fprintf(stderr,
                      "tokenize_fuzz: %s/tokenizer.json is missing: scripts/fetch_tokenizers.sh\n",
                      dir.c_str());
         std::abort();
       }
-      v.push_back(krafla::Tokenizer::from_json(json, read(dir + "/tokenizer_config.json")));
+      v.push_back(krafla::Tokenizer::from_json(json, read_file(dir + "/tokenizer_config.json")));
     }
     return v;
   }();

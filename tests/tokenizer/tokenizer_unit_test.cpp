@@ -10,6 +10,7 @@
 
 #include "krafla/error.h"
 #include "krafla/tokenizer.h"
+#include "tests/read_file.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/split_patterns.h"
 #include "tokenizer/unicode.h"
@@ -19,12 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using krafla::Tokenizer;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using krafla::test::read_file;
 
 // Loads .models/tokenizers/NAME once per process; nullptr when the files are absent.
 const Tokenizer* load(const std::string& name) {

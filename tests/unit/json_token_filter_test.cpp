@@ -16,6 +16,7 @@
 #include "json_test_util.h"
 #include "krafla/json_constraint.h"
 #include "krafla/tokenizer.h"
+#include "tests/read_file.h"
 
 namespace krafla {
 namespace {
@@ -193,12 +194,7 @@ TEST(JsonTokenFilterTest, RandomWalksInJsonObjectModeParse) {
   EXPECT_GT(finished, 20);
 }
 
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using krafla::test::read_file;
 
 const Tokenizer* qwen3() {
   static std::unique_ptr<Tokenizer> tok = [] {
