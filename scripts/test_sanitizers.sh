@@ -21,4 +21,4 @@ cmake --preset asan "${args[@]}" >/dev/null
 cmake --build build/asan -j"$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-ctest --preset asan -j"$(nproc)" -LE "long|release|lint|python|abuse" -E "^e2e\.guard$" "$@"
+ctest --preset asan -j"$(nproc)" -LE "long|release|lint|python" -E "^e2e\.guard$" "$@"

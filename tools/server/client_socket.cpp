@@ -32,6 +32,8 @@ void set_listen_options(ClientSocket listener) {
              sizeof(yes));
 }
 
+void widen_backlog(ClientSocket listener) { listen(SOCKET(listener), SOMAXCONN); }
+
 void clear_socket_error() { WSASetLastError(0); }
 
 std::string socket_error_text() {
@@ -101,6 +103,8 @@ void set_listen_options(ClientSocket listener) {
   int yes = 1;
   setsockopt(int(listener), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
 }
+
+void widen_backlog(ClientSocket listener) { listen(int(listener), SOMAXCONN); }
 
 void clear_socket_error() { errno = 0; }
 

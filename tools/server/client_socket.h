@@ -28,6 +28,12 @@ bool client_alive(ClientSocket s);
 // second listener, so there it is SO_EXCLUSIVEADDRUSE.
 void set_listen_options(ClientSocket listener);
 
+// After the bind: lets SOMAXCONN connections wait to be accepted. httplib listens with a backlog
+// of 5, so a burst of new connections overflowed the queue and the kernel dropped their SYNs:
+// each such client (a /health probe among them) waited for the retransmission, a whole second.
+// Listening again changes the backlog on Linux; on Windows it is a harmless no-op.
+void widen_backlog(ClientSocket listener);
+
 // Forgets, then describes, the last socket error of this thread (errno; WSAGetLastError on
 // Windows): "" when there is none.
 void clear_socket_error();

@@ -216,7 +216,10 @@ HttpServer::HttpServer(Engine& engine, HttpOptions opts)
   // keeps Ctrl-C prompt (clients simply reconnect).
   svr_->set_keep_alive_timeout(2);
   // One listener per port, never httplib's SO_REUSEPORT (client_socket.h says why).
-  svr_->set_socket_options([](socket_t sock) { set_listen_options(ClientSocket(sock)); });
+  svr_->set_socket_options([this](socket_t sock) {
+    set_listen_options(ClientSocket(sock));
+    listener_ = ClientSocket(sock);  // the last one offered is the one that bound
+  });
   routes();
 }
 
@@ -234,6 +237,7 @@ int HttpServer::bind() {
     throw Error(fmt::format("cannot listen on {}:{}: {}", opts_.host, opts_.port,
                             err.empty() ? "not an address of this machine?" : err));
   }
+  widen_backlog(listener_);
   return port;
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "server/client_socket.h"
 #include "server/engine.h"
 
 namespace httplib {
@@ -48,7 +49,8 @@ class HttpServer {
   Engine& engine_;
   HttpOptions opts_;
   std::unique_ptr<httplib::Server> svr_;
-  int64_t created_;  // reported as the model's creation time
+  ClientSocket listener_ = kNoSocket;  // the listening socket, seen in set_socket_options
+  int64_t created_;                    // reported as the model's creation time
 };
 
 }  // namespace krafla::server
