@@ -71,6 +71,8 @@ MappedFile::~MappedFile() {
   if (base_) UnmapViewOfFile(base_);
 }
 
+void MappedFile::drop_pages(const uint8_t*, uint64_t) {}
+
 #else
 
 MappedFile::MappedFile(const std::string& path, const char* what) {
@@ -95,6 +97,15 @@ MappedFile::MappedFile(const std::string& path, const char* what) {
 
 MappedFile::~MappedFile() {
   if (base_) ::munmap(const_cast<uint8_t*>(base_), size_);
+}
+
+void MappedFile::drop_pages(const uint8_t* p, uint64_t n) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  // MADV_DONTNEED on a private mapping that was never written drops the pages; reading them
+  // again faults them in from the file. A failure only leaves them resident.
+  if (begin < end) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 #endif

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "io/gguf_file.h"
@@ -160,7 +161,11 @@ void ModelFile::parse() {
   }
 }
 
-bool ModelFile::release(const uint8_t* data) {
+bool ModelFile::release(const uint8_t* data, uint64_t bytes) {
+  if (data >= base_ && data < base_ + size_) {
+    MappedFile::drop_pages(data, std::min(bytes, uint64_t(base_ + size_ - data)));
+    return false;
+  }
   for (AlignedBuffer& b : owned_)
     if (data && b.data() == data) {
       b.resize(0);

@@ -86,11 +86,13 @@ class TensorTaker {
   std::vector<ToPack> to_pack_;
 };
 
-// Only the embedding is read unpacked (row lookups): a copy the GGUF import made of any other
-// matrix (requantized K-quants, reordered rows) is freed as soon as it is packed, which keeps
-// the peak near one copy of the weights.
+// Only the embedding is read unpacked (row lookups): any other matrix leaves memory as soon as
+// it is packed — a copy the GGUF import made is freed, the file's pages leave the resident
+// set — which keeps the peak near one copy of the weights.
 void release_copy(Model::Impl& m, Matrix& x) {
-  if (&x != &m.tok_embd && m.file->release(x.stored)) x.stored = nullptr;
+  if (&x != &m.tok_embd &&
+      m.file->release(x.stored, uint64_t(x.rows) * kernels::row_bytes(x.type, x.cols)))
+    x.stored = nullptr;
 }
 
 // One matrix at a time, its rows split across the threads.

@@ -91,6 +91,37 @@ TEST_F(ModelFileTest, ReadsTheTableAndMapsTheData) {
   EXPECT_STREQ(dtype_name(f.find("q")->dtype), "q8_0");
 }
 
+#ifdef __linux__
+// The process's resident pages that map files (/proc/self/status RssFile), in KiB.
+long rss_file_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("RssFile:", 0) == 0) return std::stol(line.substr(8));
+  return -1;
+}
+
+// What the loader does once a matrix is packed: the file's pages leave the resident set, and
+// its bytes still read back the same (from the file again).
+TEST_F(ModelFileTest, ReleaseTakesMappedPagesOutOfMemoryAndKeepsTheBytes) {
+  const int64_t n = 8 << 20;  // 32 MiB of f32
+  Parts p;
+  p.meta["tensors"] = {tensor("w", "f32", {n / 1024, 1024}, 0, uint64_t(n) * 4)};
+  std::vector<float> w(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) w[size_t(i)] = float(i % 1000003);
+  p.data.assign(reinterpret_cast<const char*>(w.data()), w.size() * 4);
+  write(bytes_of(p));
+  ModelFile f(path_);
+  const TensorView& t = f.get("w", {n / 1024, 1024});
+  ASSERT_EQ(std::memcmp(t.data, w.data(), w.size() * 4), 0);  // every page read: resident
+  const long before = rss_file_kib();
+  EXPECT_FALSE(f.release(t.data, uint64_t(n) * 4));  // mapped, not a copy: the view stays
+  const long after = rss_file_kib();
+  EXPECT_LT(after, before - 30 * 1024) << "RssFile " << before << " -> " << after << " KiB";
+  EXPECT_EQ(std::memcmp(t.data, w.data(), w.size() * 4), 0);
+}
+#endif
+
 TEST_F(ModelFileTest, LookupsNameTheTensorAndShapes) {
   Parts p;
   // json::array: with clang, {one_object} is that object, not an array holding it
