@@ -161,11 +161,13 @@ void ModelFile::parse() {
   }
 }
 
-bool ModelFile::release(const uint8_t* data, uint64_t bytes) {
-  if (data >= base_ && data < base_ + size_) {
+void ModelFile::drop_pages(const uint8_t* data, uint64_t bytes) const {
+  if (data >= base_ && data < base_ + size_)
     MappedFile::drop_pages(data, std::min(bytes, uint64_t(base_ + size_ - data)));
-    return false;
-  }
+}
+
+bool ModelFile::release(const uint8_t* data, uint64_t bytes) {
+  drop_pages(data, bytes);
   for (AlignedBuffer& b : owned_)
     if (data && b.data() == data) {
       b.resize(0);

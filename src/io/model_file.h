@@ -60,9 +60,12 @@ class ModelFile {
   bool is_gguf() const { return gguf_ != nullptr; }
   // For a tensor whose packed copy is what runs now, `bytes` long: frees the memory of one the
   // import made (a GGUF's requantized or reordered matrix; views of it become null, true), or
-  // takes one inside the mapping out of the resident set (MappedFile::drop_pages; its views
-  // stay valid, false).
+  // drops the pages of one inside the mapping (false).
   bool release(const uint8_t* data, uint64_t bytes);
+  // Takes the pages of a tensor inside the mapping out of the resident set: its views stay
+  // valid, and reading them maps back what is read (MappedFile::drop_pages). Nothing for a
+  // tensor the import made.
+  void drop_pages(const uint8_t* data, uint64_t bytes) const;
 
  private:
   void parse();

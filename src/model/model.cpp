@@ -86,25 +86,37 @@ class TensorTaker {
   std::vector<ToPack> to_pack_;
 };
 
-// Only the embedding is read unpacked (row lookups): any other matrix leaves memory as soon as
-// it is packed — a copy the GGUF import made is freed, the file's pages leave the resident
-// set — which keeps the peak near one copy of the weights.
+// A matrix leaves memory as soon as it is packed — a copy the GGUF import made is freed, the
+// file's pages leave the resident set — which keeps the peak near one copy of the weights. The
+// embedding is still read unpacked (row lookups), so only its file pages go: the rows a prompt
+// looks up come back.
 void release_copy(Model::Impl& m, Matrix& x) {
-  if (&x != &m.tok_embd &&
-      m.file->release(x.stored, uint64_t(x.rows) * kernels::row_bytes(x.type, x.cols)))
+  const uint64_t bytes = uint64_t(x.rows) * kernels::row_bytes(x.type, x.cols);
+  if (&x == &m.tok_embd)
+    m.file->drop_pages(x.stored, bytes);
+  else if (m.file->release(x.stored, bytes))
     x.stored = nullptr;
 }
 
-// One matrix at a time, its rows split across the threads.
+// One matrix at a time, in blocks of rows of about 16 MiB in the file, each block's rows split
+// across the threads; a block's file pages go as soon as it is packed, so that even a large
+// embedding is never resident twice.
 void pack_all(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& pool) {
   const int64_t tile = kernels::row_tile();
   for (const ToPack& tp : mats) {
     Matrix* x = tp.m;  // (clang 14 cannot capture a structured binding)
     x->packed.resize(kernels::packed_size(x->type, x->rows, x->cols));
-    pool.run([&](int ti) {
-      auto [r0, r1] = split_range(x->rows, ti, pool.size(), tile);
-      if (r0 < r1) kernels::pack(x->type, x->stored, x->rows, x->cols, r0, r1, x->packed.data());
-    });
+    const auto rb = int64_t(kernels::row_bytes(x->type, x->cols));
+    const int64_t block = std::max(tile, (int64_t(16) << 20) / rb / tile * tile);
+    for (int64_t b0 = 0; b0 < x->rows; b0 += block) {
+      const int64_t n = std::min(block, x->rows - b0);
+      pool.run([&](int ti) {
+        auto [r0, r1] = split_range(n, ti, pool.size(), tile);
+        if (r0 < r1)
+          kernels::pack(x->type, x->stored, x->rows, x->cols, b0 + r0, b0 + r1, x->packed.data());
+      });
+      m.file->drop_pages(x->stored + b0 * rb, uint64_t(n * rb));
+    }
     release_copy(m, *x);
   }
 }
