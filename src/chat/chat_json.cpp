@@ -4,6 +4,7 @@
 
 #include "chat/chat_text.h"
 #include "krafla/error.h"
+#include "krafla/json_depth.h"
 
 namespace krafla {
 namespace {
@@ -96,6 +97,7 @@ std::string py_str(const OrderedJson& v) {
 }
 
 std::optional<OrderedJson> parse_json(std::string_view text) {
+  if (!json_depth_ok(text)) return std::nullopt;
   OrderedJson j = OrderedJson::parse(text, nullptr, false);
   if (j.is_discarded()) return std::nullopt;
   return j;

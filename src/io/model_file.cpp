@@ -9,6 +9,7 @@
 #include "io/gguf_file.h"
 #include "io/gguf_import.h"
 #include "krafla/error.h"
+#include "krafla/json_depth.h"
 
 namespace krafla {
 namespace {
@@ -90,8 +91,11 @@ void ModelFile::parse() {
         fmt::format("truncated metadata: JSON of {} bytes at offset 24 runs past the end of "
                     "the {}-byte file",
                     json_size, size_));
+  const std::string_view meta_text(reinterpret_cast<const char*>(base_ + 24), json_size);
+  if (!json_depth_ok(meta_text))
+    fail(fmt::format("corrupt metadata JSON: nested more than {} levels deep", kMaxJsonDepth));
   try {
-    meta_ = nlohmann::json::parse(base_ + 24, base_ + 24 + json_size);
+    meta_ = nlohmann::json::parse(meta_text);
   } catch (const nlohmann::json::parse_error& e) {
     fail(fmt::format("corrupt metadata JSON at byte {}: {}", 24 + e.byte, e.what()));
   } catch (const nlohmann::json::exception& e) {  // a number out of range (found by fuzzing)

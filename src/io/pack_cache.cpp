@@ -15,6 +15,7 @@
 #include "io/utf8_path.h"
 #include "kernels/kernels.h"
 #include "krafla/error.h"
+#include "krafla/json_depth.h"
 
 namespace krafla {
 namespace {
@@ -151,7 +152,9 @@ std::unique_ptr<PackCache> PackCache::open(const std::string& path, const ModelF
     return nullptr;
   }
   const auto* text = reinterpret_cast<const char*>(head + kHeader);
-  const nlohmann::json have = nlohmann::json::parse(text, text + json_size, nullptr, false);
+  const nlohmann::json have = json_depth_ok({text, size_t(json_size)})
+                                  ? nlohmann::json::parse(text, text + json_size, nullptr, false)
+                                  : nlohmann::json(nlohmann::json::value_t::discarded);
   if (have.is_discarded()) {
     *why = "foreign: unreadable header JSON";
     return nullptr;

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "krafla/error.h"
+#include "krafla/json_depth.h"
 #include "runtime/json_grammar.h"
 
 namespace krafla {
@@ -409,6 +410,8 @@ JsonSchema JsonSchema::parse(const json& schema) {
 }
 
 JsonSchema JsonSchema::parse_text(std::string_view schema_json) {
+  if (!json_depth_ok(schema_json))
+    throw Error(fmt::format("json_schema: nested more than {} levels deep", kMaxJsonDepth));
   json schema;
   try {
     schema = json::parse(schema_json);

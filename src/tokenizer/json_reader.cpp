@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "krafla/error.h"
+#include "krafla/json_depth.h"
 
 namespace krafla::tok {
 
@@ -161,6 +162,8 @@ class Sax final : public nlohmann::json_sax<json> {
 }  // namespace
 
 TokenizerJson read_tokenizer_json(std::string_view text) {
+  if (!json_depth_ok(text))
+    throw Error(fmt::format("tokenizer.json: nested more than {} levels deep", kMaxJsonDepth));
   TokenizerJson out;
   out.arena.reserve(text.size() / 2);
   Sax sax(out);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "krafla/error.h"
+#include "krafla/json_depth.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/unicode.h"
 
@@ -101,6 +102,9 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   const nlohmann::json& j = file.rest;
   nlohmann::json config = nlohmann::json::object();
   try {
+    if (!json_depth_ok(tokenizer_config))
+      throw Error(fmt::format("tokenizer_config.json: nested more than {} levels deep",
+                              kMaxJsonDepth));
     if (!tokenizer_config.empty()) config = nlohmann::json::parse(tokenizer_config);
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("tokenizer_config.json: invalid JSON: {}", e.what()));

@@ -177,6 +177,9 @@ TEST_F(ModelFileTest, MetadataChecks) {
   p.json_text_override = "1111111111E11111110";
   EXPECT_NE(error_for(bytes_of(p)).find("corrupt metadata JSON"), std::string::npos);
   p = Parts{};
+  p.json_text_override = "{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  EXPECT_EQ(error_for(bytes_of(p)), "corrupt metadata JSON: nested more than 512 levels deep");
+  p = Parts{};
   p.json_text_override = "[1]";
   EXPECT_EQ(error_for(bytes_of(p)), "metadata is not a JSON object");
   p = Parts{};

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "krafla/error.h"
+#include "krafla/json_depth.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
 
@@ -314,6 +315,11 @@ SamplerParams openai_sampler_defaults() {
 }
 
 CompletionRequest parse_request(const std::string& text, Endpoint ep, const RequestDefaults& d) {
+  if (!json_depth_ok(text))
+    throw ApiError::invalid(fmt::format("The request body nests arrays and objects more than {} "
+                                        "levels deep.",
+                                        kMaxJsonDepth),
+                            "", "invalid_json");
   json body;
   try {
     body = json::parse(text);
