@@ -77,6 +77,7 @@ class GgufFile {
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }
   uint64_t file_size() const { return size_; }
+  const uint8_t* data() const { return base_; }  // the whole file, mapped
   uint64_t data_offset() const { return data_offset_; }
   uint32_t alignment() const { return alignment_; }
   const std::map<std::string, GgufValue>& kv() const { return kv_; }

@@ -51,6 +51,7 @@ ModelFile::ModelFile(const std::string& path) : path_(path) {
   if (map_->size() >= 4 && std::memcmp(map_->data(), "GGUF", 4) == 0) {
     gguf_ = std::make_unique<GgufFile>(path, std::move(map_));
     GgufImport m = import_gguf(*gguf_);
+    base_ = gguf_->data();  // tensors stored as they run are views into it
     size_ = gguf_->file_size();
     version_ = gguf_->version();
     data_offset_ = gguf_->data_offset();
@@ -104,7 +105,8 @@ void ModelFile::parse() {
   const uint64_t data_offset = (24 + json_size + 63) / 64 * 64;
   data_offset_ = data_offset;
   if (!meta_.is_object()) fail("metadata is not a JSON object");
-  if (meta_.value("format", "") != "krafla-mlb")
+  const auto format = meta_.find("format");
+  if (format == meta_.end() || *format != "krafla-mlb")
     fail("metadata field 'format' is not \"krafla-mlb\"");
   if (!meta_.contains("kind") || !meta_["kind"].is_string()) fail("metadata field 'kind' missing");
   kind_ = meta_["kind"].get<std::string>();

@@ -16,8 +16,21 @@ std::optional<int32_t> Vocab::find(std::string_view s) const {
   return id;
 }
 
-void Vocab::set(const std::string& token, int32_t id) {
+namespace {
+
+void check_id(std::string_view token, int32_t id) {
   if (id < 0) throw Error(fmt::format("tokenizer.json: token '{}' has negative id {}", token, id));
+  if (id > Vocab::kMaxId)
+    throw Error(
+        fmt::format("tokenizer.json: token '{}' has id {}, above the largest supported "
+                    "({})",
+                    token, id, Vocab::kMaxId));
+}
+
+}  // namespace
+
+void Vocab::set(const std::string& token, int32_t id) {
+  check_id(token, id);
   if (static_cast<size_t>(id) >= tokens.size()) tokens.resize(id + 1);
   tokens[id] = token;
   index.insert(id, tokens);
@@ -27,9 +40,7 @@ void BpeModel::read_vocab(TokenizerJson& file, Vocab& vocab) {
   if (!file.has_vocab) throw Error("tokenizer.json: model.vocab is missing or not an object");
   vocab.tokens.resize(file.vocab.size());
   for (const auto& e : file.vocab) {
-    if (e.id < 0)
-      throw Error(fmt::format("tokenizer.json: token '{}' has negative id {}",
-                              file.view(e.offset, e.length), e.id));
+    check_id(file.view(e.offset, e.length), e.id);
     if (static_cast<size_t>(e.id) >= vocab.tokens.size()) vocab.tokens.resize(e.id + 1);
     vocab.tokens[e.id] = file.view(e.offset, e.length);
   }

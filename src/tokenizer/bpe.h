@@ -17,6 +17,9 @@ namespace krafla::tok {
 // Token strings and ids: the model's vocabulary plus the added tokens (as the reference does,
 // added tokens are looked up like any other token).
 struct Vocab {
+  // Ids index `tokens`, so an id is bounded: 16 times the largest vocabulary in use (Gemma 3's
+  // 262,144), where a fuzzed 2^31 once asked for 34 GB.
+  static constexpr int32_t kMaxId = (1 << 22) - 1;
   std::vector<std::string> tokens;  // by id; "" for holes
   TokenIndex index;                 // string -> id
 

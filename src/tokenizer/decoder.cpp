@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "krafla/error.h"
+#include "tokenizer/json_reader.h"
 #include "tokenizer/normalizer.h"
 
 namespace krafla::tok {
@@ -24,9 +25,9 @@ void add_step(DecoderPlan& plan, const nlohmann::json& j) {
     // Concatenation is what the stream does anyway.
   } else if (type == "Strip") {
     std::string content = j.value("content", " ");
-    if (content.size() != 1 || j.value("stop", 0) != 0)
+    if (content.size() != 1 || tok::int_field(j, "stop", 0, 0, 0, "Strip decoder") != 0)
       throw Error(fmt::format("tokenizer.json: Strip decoder {} is not supported", j.dump()));
-    plan.strip_start = j.value("start", 0);
+    plan.strip_start = tok::int_field(j, "start", 0, 0, 1 << 20, "Strip decoder");
     plan.strip_char = content[0];
   } else if (type == "ByteLevel") {
     plan.byte_level = true;

@@ -161,6 +161,18 @@ class Sax final : public nlohmann::json_sax<json> {
 
 }  // namespace
 
+int int_field(const nlohmann::json& j, const char* key, int def, int lo, int hi, const char* what) {
+  const auto it = j.find(key);
+  if (it == j.end()) {
+    if (def < lo || def > hi) throw Error(fmt::format("tokenizer.json: {} has no '{}'", what, key));
+    return def;
+  }
+  if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi)
+    throw Error(fmt::format("tokenizer.json: {} '{}' is {}, not an integer from {} to {}", what,
+                            key, it->dump(), lo, hi));
+  return int(it->get<int64_t>());
+}
+
 TokenizerJson read_tokenizer_json(std::string_view text) {
   if (!json_depth_ok(text))
     throw Error(fmt::format("tokenizer.json: nested more than {} levels deep", kMaxJsonDepth));

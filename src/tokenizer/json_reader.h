@@ -39,6 +39,12 @@ struct TokenizerJson {
 // Throws krafla::Error with the parser's message on malformed JSON.
 TokenizerJson read_tokenizer_json(std::string_view text);
 
+// Field `key` of `j` as an int in [lo, hi], `def` when absent (a `def` outside the range makes
+// the field required); throws krafla::Error naming `what` and the key when it is missing or
+// not an integer in that range (a float like 2.7e49 read as an
+// int is undefined behaviour: found by fuzzing).
+int int_field(const nlohmann::json& j, const char* key, int def, int lo, int hi, const char* what);
+
 // The steps of a "Sequence" normalizer or pre-tokenizer, each built by T::from_json (a step
 // that builds to nothing is dropped).
 template <class T>

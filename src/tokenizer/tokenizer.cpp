@@ -103,8 +103,8 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
   nlohmann::json config = nlohmann::json::object();
   try {
     if (!json_depth_ok(tokenizer_config))
-      throw Error(fmt::format("tokenizer_config.json: nested more than {} levels deep",
-                              kMaxJsonDepth));
+      throw Error(
+          fmt::format("tokenizer_config.json: nested more than {} levels deep", kMaxJsonDepth));
     if (!tokenizer_config.empty()) config = nlohmann::json::parse(tokenizer_config);
   } catch (const nlohmann::json::exception& e) {
     throw Error(fmt::format("tokenizer_config.json: invalid JSON: {}", e.what()));
@@ -120,7 +120,8 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
     std::vector<std::string> special_strings;
     if (j.contains("added_tokens")) {
       for (const auto& a : j["added_tokens"]) {
-        tok::AddedToken t{a.at("content").get<std::string>(), a.at("id").get<int32_t>(),
+        tok::AddedToken t{a.at("content").get<std::string>(),
+                          tok::int_field(a, "id", -1, 0, INT32_MAX, "added token"),
                           a.value("lstrip", false), a.value("rstrip", false),
                           a.value("special", false)};
         impl->vocab.set(t.content, t.id);
