@@ -6,6 +6,7 @@ Usage:
                    -m model-q4_0.mlb [-m model-q8_0.mlb] [-t 1,2] [-p 128] [-n 64] [-r 3]
                    [--rounds 2] [--llama-bench /path/llama-bench [--llama-bench ...]]
                    [--gguf model-q4_0.gguf [--gguf model-q8_0.gguf]] [--json-out FILE]
+  scripts/bench.py --base OLD/ml_bench --ml-bench NEW/ml_bench -m model.mlb [...]   # A/B
   scripts/bench.py --from-json FILE [FILE...]     # reprint the table of earlier runs
 
 Each --ml-bench / --llama-bench takes PATH or LABEL=PATH (the label names the column; by
@@ -23,8 +24,13 @@ same. --max-load waits (up to --wait-s) for
 the 1-minute load average to drop below a bound before each measurement, and the load seen
 is printed with the results.
 
-Prints a Markdown table (speeds in tokens/s; ratio = Krafla / llama.cpp, > 1 means Krafla is
-faster). Stdlib only; run with /usr/bin/python3.
+A/B of two Krafla builds (--base, e.g. the parent commit's ml_bench; scripts/bench_ab.sh
+builds two commits and calls this): the same alternation, both on the .mlb, and for each round
+the ratio of the two; the table gives the median ratio and its spread (lowest–highest round),
+so a change is shown against its parent with the noise it was measured in.
+
+Prints a Markdown table (speeds in tokens/s; ratio = Krafla / llama.cpp, or --ml-bench /
+--base, > 1 means the first is faster). Stdlib only; run with /usr/bin/python3.
 """
 from __future__ import annotations
 
@@ -202,12 +208,16 @@ def measure(a: argparse.Namespace) -> list[dict]:
                     "llama": [],
                     "load": [],
                 }
-                if llama and gguf:
+                if a.base:
+                    blabel, bpath = split_label(a.base)
+                    row["llama_label"], row["llama_bin"] = blabel or "base", bpath
+                elif llama and gguf:
                     row["llama_label"], row["llama_bin"] = llama
+                other = a.base or (llama and gguf)
                 for rnd in range(a.rounds):
                     order = ["k", "l"] if rnd % 2 == 0 else ["l", "k"]
                     for who in order:
-                        if who == "l" and not (llama and gguf):
+                        if who == "l" and not other:
                             continue
                         wait_for_quiet(a.max_load, a.wait_s)
                         row["load"].append(load1())
@@ -215,12 +225,16 @@ def measure(a: argparse.Namespace) -> list[dict]:
                             r = krafla_once(kpath, mlb, t, a)
                             row["krafla_label"] = row["krafla_label"] or r.get("isa", "")
                             row["krafla"].append(r)
+                        elif a.base:
+                            r = krafla_once(row["llama_bin"], mlb, t, a)
+                            row["llama"].append(r)
                         else:
                             r = llama_once(llama[1], gguf, t, a)
                             row["llama"].append(r)
+                        names = ("new", "base") if a.base else ("Krafla", "llama.cpp")
                         print(
                             f"{PROG}: {name} t={t} round {rnd + 1}/{a.rounds} "
-                            f"{'Krafla' if who == 'k' else 'llama.cpp'}: prefill "
+                            f"{names[0] if who == 'k' else names[1]}: prefill "
                             f"{r['prefill_tok_s']:.2f}, decode {r['decode_tok_s']:.2f} tok/s "
                             f"(load {load1():.1f})",
                             file=sys.stderr,
@@ -245,7 +259,40 @@ def ratio(k: float | None, ll: float | None) -> str:
     return "–" if not k or not ll or k != k or ll != ll else f"{k / ll:.2f}×"
 
 
+def round_ratios(r: dict, key: str) -> list[float]:
+    """Each round's ratio of the first program to the other (the lists are in round order)."""
+    return [k[key] / o[key] for k, o in zip(r["krafla"], r["llama"]) if k[key] > 0 and o[key] > 0]
+
+
+def spread(ratios: list[float]) -> str:
+    if not ratios:
+        return "–"
+    return f"{median(ratios):.3f}× ({min(ratios):.3f}–{max(ratios):.3f})"
+
+
+def ab_table(results: list[dict], a: argparse.Namespace) -> str:
+    p, n = a.n_prompt, a.n_gen
+    hdr = ["model", "quant", "threads", f"base pp{p}", f"new pp{p}", "pp new/base"]
+    hdr += [f"base tg{n}", f"new tg{n}", "tg new/base", "load"]
+    lines = ["| " + " | ".join(hdr) + " |", "|" + "|".join(["---"] * 2 + ["---:"] * 8) + "|"]
+    for r in results:
+        cells = [r["model"], r["quant"], str(r["threads"])]
+        r["summary"] = {}
+        for key in ("prefill_tok_s", "decode_tok_s"):
+            base = median([x[key] for x in r["llama"]])
+            new = median([x[key] for x in r["krafla"]])
+            ratios = round_ratios(r, key)
+            r["summary"][key] = {"base": base, "new": new, "ratios": ratios}
+            cells += [fmt(base), fmt(new), spread(ratios)]
+        loads = [x for x in r["load"] if x == x]
+        cells.append(f"{min(loads):.1f}–{max(loads):.1f}" if loads else "?")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def table(results: list[dict], a: argparse.Namespace) -> str:
+    if getattr(a, "base", None):
+        return ab_table(results, a)
     p, n = a.n_prompt, a.n_gen
     hdr = [
         "model",
@@ -313,6 +360,9 @@ def header(results: list[dict], a: argparse.Namespace) -> str:
         f"cpu: {cpu}, {os.cpu_count()} logical CPUs",
         f"-p {a.n_prompt} -n {a.n_gen} -r {a.reps}, rounds {a.rounds} (ABBA interleaved)",
     ]
+    if getattr(a, "base", None):
+        new = ", ".join(sorted({r["krafla_bin"] for r in results}))
+        out.append(f"A/B: new {new} against base {split_label(a.base)[1]}")
     if info:
         out.append(
             f"llama.cpp build {info.get('build_commit')} ({info.get('build_number')}), "
@@ -331,7 +381,7 @@ def reprint(a: argparse.Namespace) -> None:
                 saved = json.load(f)
         except (OSError, ValueError) as e:
             die(f"{path}: {e}")
-        for k in ("n_prompt", "n_gen", "reps", "rounds", "started"):
+        for k in ("n_prompt", "n_gen", "reps", "rounds", "started", "base"):
             setattr(a, k, saved["args"].get(k))
         results += saved["results"]
     print(header(results, a))
@@ -366,6 +416,11 @@ def main(argv: list[str] | None = None) -> None:
         default=[],
         metavar="[LABEL=]PATH",
         help="llama.cpp llama-bench binary (repeatable)",
+    )
+    ap.add_argument(
+        "--base",
+        metavar="[LABEL=]PATH",
+        help="A/B: the ml_bench of the build to compare --ml-bench with, on the same .mlb",
     )
     ap.add_argument(
         "--gguf",
@@ -416,11 +471,14 @@ def main(argv: list[str] | None = None) -> None:
         )
     if a.gguf and not a.llama_bench:
         die("--gguf needs --llama-bench")
+    if a.base and (a.llama_bench or a.gguf):
+        die("--base compares two Krafla builds: leave out --llama-bench and --gguf")
     if a.n_prompt < 0 or a.n_gen < 0 or a.n_prompt + a.n_gen == 0:
         die("-p and -n must be >= 0 and not both 0")
     if a.reps < 1 or a.rounds < 1:
         die("-r and --rounds must be >= 1")
-    for path in a.model + a.gguf + [split_label(s)[1] for s in a.ml_bench + a.llama_bench]:
+    bins = a.ml_bench + a.llama_bench + ([a.base] if a.base else [])
+    for path in a.model + a.gguf + [split_label(s)[1] for s in bins]:
         if not os.path.exists(path):
             die(f"{path}: no such file")
     a.started = now_utc()
