@@ -10,6 +10,7 @@
 #include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -128,6 +129,55 @@ std::vector<Test> plan_tests(const std::vector<int>& threads, const std::vector<
 
 uint64_t elapsed_ns(double t0) { return uint64_t(std::llround((cli::now_seconds() - t0) * 1e9)); }
 
+// ---- --bandwidth: the machine's read bandwidth, and decode as a share of it ----
+
+// Bytes per second that `threads` threads read from a buffer far larger than any cache: each
+// reads its slice once per pass (the kernel table's dot product of the slice with itself: one
+// stream of vector loads); the best of `reps` passes after an untimed one.
+double read_bandwidth(const std::vector<float>& buf, int threads, int reps) {
+  const size_t n = buf.size();
+  std::vector<float> sums(static_cast<size_t>(threads), 0.0f);
+  double best = 0;
+  for (int rep = -1; rep < reps; ++rep) {
+    const double t0 = cli::now_seconds();
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i)
+      pool.emplace_back([&, i] {
+        const size_t a = n * size_t(i) / size_t(threads), b = n * size_t(i + 1) / size_t(threads);
+        sums[size_t(i)] = kernels::dot_f32(buf.data() + a, buf.data() + a, int64_t(b - a));
+      });
+    for (auto& t : pool) t.join();
+    const double dt = cli::now_seconds() - t0;
+    if (rep >= 0) best = std::max(best, double(n) * sizeof(float) / dt);
+  }
+  if (!(sums[0] >= 0)) throw Error("read_bandwidth: the buffer did not read back");  // keeps it
+  return best;
+}
+
+// What one decode step at context position `pos` reads from memory: every packed matrix (the
+// output projection included), each attention layer's keys and values up to `pos` (or its
+// window), and each DeltaNet layer's state, read and written back.
+double bytes_per_token(const Model& m, KvType kv, double pos) {
+  const ModelConfig& c = m.config();
+  const double elem = kv == KvType::F32 ? 4 : kv == KvType::F16 ? 2 : 34.0 / 32;
+  double bytes = double(m.packed_bytes());
+  for (const LayerConfig& l : c.layers) {
+    if (l.kind == LayerConfig::Kind::Linear) {
+      bytes += 2.0 * 4 * c.lin_v_heads * c.lin_k_dim * c.lin_v_dim;
+    } else {
+      const double seen = l.window > 0 ? std::min(pos, double(l.window)) : pos;
+      bytes += seen * 2 * c.n_kv_heads * c.head_dim * elem;
+    }
+  }
+  return bytes;
+}
+
+// Decode's memory traffic against the measured bandwidth, for the tgN rows.
+struct BandwidthShare {
+  double bytes_per_token = 0, bandwidth = 0;  // bytes; bytes per second
+  double share(double tokens_per_s) const { return bytes_per_token * tokens_per_s / bandwidth; }
+};
+
 // As llama-bench: one untimed warm-up, then per repetition an empty cache, an untimed prefill
 // of n_depth tokens, and the timed part: the prompt in --batch steps, or n_gen tokens decoded
 // one at a time. Token ids are random (the speed does not depend on them).
@@ -233,8 +283,19 @@ class Printer {
     }
   }
 
-  void test(const Result& r) {
-    const ordered_json j = result_json(r, model_, build_);
+  void test(const Result& r, const std::optional<BandwidthShare>& bw = std::nullopt) {
+    ordered_json j = result_json(r, model_, build_);
+    if (bw) {
+      const double ts = j["avg_ts"].get<double>();
+      j["bytes_per_token"] = uint64_t(std::llround(bw->bytes_per_token));
+      j["read_bandwidth_bs"] = uint64_t(std::llround(bw->bandwidth));
+      j["bandwidth_share"] = bw->share(ts);
+      notes_.push_back(fmt::format(
+          "{}, {} thread{}: {:.1f} MB per token × {:.2f} t/s = {:.2f} GB/s, {:.0f}% of the {:.2f} "
+          "GB/s measured",
+          r.test.name(), r.test.threads, r.test.threads > 1 ? "s" : "", bw->bytes_per_token / 1e6,
+          ts, bw->bytes_per_token * ts / 1e9, 100 * bw->share(ts), bw->bandwidth / 1e9));
+    }
     if (format_ == "md") {
       const std::vector<double> ts = r.samples_ts();
       row({model_.type, human_size(model_.size), human_params(model_.n_params), kernels::isa_name(),
@@ -256,6 +317,8 @@ class Printer {
   }
 
   void footer() {
+    if (format_ == "md" && !notes_.empty())
+      fmt::print("\ndecode as a share of the read bandwidth:\n{}\n", fmt::join(notes_, "\n"));
     if (format_ == "md") fmt::print("\nbuild: {}\n", build_);
     if (format_ == "json") fmt::print("{}]\n", first_ ? "" : "\n");
   }
@@ -282,6 +345,7 @@ class Printer {
   ModelDesc model_;
   std::string build_;
   std::vector<size_t> widths_;
+  std::vector<std::string> notes_;  // md: one line per tg test with --bandwidth
   bool first_ = true;
 };
 
@@ -295,6 +359,7 @@ int main(int argc, char** argv) {
     int reps = 5, batch = 128;
     KvType kv = KvType::F32;
     bool json = false, progress = false;
+    int bandwidth_mib = 0;
     CLI::App app{"ml_bench: prefill (ppN) and decode (tgN) speed, as llama-bench measures it"};
     app.add_option("-m,--model", path, "model file (.mlb)")->required();
     const auto token_counts = [&](const char* name, std::vector<int>& v, const char* what) {
@@ -321,6 +386,12 @@ int main(int argc, char** argv) {
     app.add_flag("--json", json, "the same as -o json")->excludes(out_opt);
     cli::add_kv_option(app, kv);
     app.add_flag("--progress", progress, "print every repetition's speed on stderr");
+    app.add_option("--bandwidth", bandwidth_mib,
+                   "measure the read bandwidth with a buffer of this many MiB (e.g. 1024; 0: "
+                   "not) and report decode's memory traffic as a share of it")
+        ->check(CLI::Range(0, 1 << 20))
+        ->expected(0, 1)
+        ->default_str("1024");
     cli::add_pack_cache_option(app, pack_cache);
     if (auto rc = cli::parse(app, argc, argv, "ml_bench")) return *rc;
     if (json) output = "json";
@@ -331,6 +402,15 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "ml_bench: loaded in {:.2f} s\n", cli::now_seconds() - t_load);
     const ModelConfig& c = model->config();
     const std::vector<Test> tests = plan_tests(threads, n_depth, n_prompt, n_gen, batch, c.max_ctx);
+    std::map<int, double> bandwidth;  // by thread count
+    if (bandwidth_mib > 0) {
+      const std::vector<float> buf(size_t(bandwidth_mib) << 18, 1.0f);
+      for (int t : threads) {
+        bandwidth[t] = read_bandwidth(buf, t, 5);
+        fmt::print(stderr, "ml_bench: read bandwidth, {} MiB buffer, {} thread{}: {:.2f} GB/s\n",
+                   bandwidth_mib, t, t > 1 ? "s" : "", bandwidth[t] / 1e9);
+      }
+    }
     Printer printer(output, describe_model(path), tests);
     printer.header();
     for (size_t i = 0; i < tests.size(); ++i) {
@@ -338,7 +418,11 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "ml_bench: test {}/{}: {}, threads {}, {} repetitions\n", i + 1,
                  tests.size(), t.name(), t.threads, reps);
       Session s(*model, {t.threads, t.n_depth + t.n_tokens(), t.batch, kv});
-      printer.test(run_test(s, t, reps, c.n_vocab, progress));
+      std::optional<BandwidthShare> bw;
+      if (bandwidth_mib > 0 && t.n_gen > 0)  // the mean position of the decoded tokens
+        bw = BandwidthShare{bytes_per_token(*model, kv, t.n_depth + (t.n_gen + 1) / 2.0),
+                            bandwidth[t.threads]};
+      printer.test(run_test(s, t, reps, c.n_vocab, progress), bw);
     }
     printer.footer();
     return 0;

@@ -152,6 +152,7 @@ def case_bench(a, model: str) -> None:
         )
         assert json.loads(r.stdout)[0]["test"] == f"pp4 @ d{ctx - 4}", r.stdout
         assert "does not fit" in r.stderr, r.stderr
+    check_bandwidth(bench, meta)
     # Bad options: one line naming the option, exit 2.
     for args, word in (
         (["-t", "x"], "--threads"),
@@ -161,6 +162,7 @@ def case_bench(a, model: str) -> None:
         (["-r", "0"], "--repetitions"),
         (["-b", "0"], "--batch"),
         (["-d", str(ctx)], "context"),
+        (["--bandwidth", "-5"], "--bandwidth"),
     ):
         r = run(bench + args)
         lines = [ln for ln in r.stderr.splitlines() if "loaded in" not in ln]
@@ -171,6 +173,52 @@ def case_bench(a, model: str) -> None:
             and lines[0].startswith("ml_bench: error:")
         ), (args, r.returncode, r.stderr)
     print("ok: bench", model)
+
+
+def decode_bytes(meta: dict, pos: float, kv_bytes: float) -> float:
+    """What one decode step at position pos reads, from the file's table and config: every 2-D
+    weight but an untied embedding (looked up by rows), each attention layer's keys and values
+    (up to its window), each DeltaNet layer's state read and written."""
+    c = meta["config"]
+    tied = c.get("tie_embeddings", False)
+    total = sum(
+        t["size"]
+        for t in meta["tensors"]
+        if t["dtype"] != "bytes" and len(t["shape"]) == 2 and (t["name"] != "tok_embd" or tied)
+    )
+    linear = c.get("layer_linear", [False] * c["n_layers"])
+    for i in range(c["n_layers"]):
+        if linear[i]:
+            total += 2 * 4 * c["lin_v_heads"] * c["lin_k_dim"] * c["lin_v_dim"]
+        else:
+            total += pos * 2 * c["n_kv_heads"] * c["head_dim"] * kv_bytes
+    return total
+
+
+def check_bandwidth(bench: list[str], meta: dict) -> None:
+    """--bandwidth: the tg rows carry the bytes one decode step reads (against decode_bytes, for
+    models without sliding windows: within 1%, as ml_bench counts the packed matrices, whose
+    last row tile may be padded; the KV cache's part exactly, by the difference between two KV
+    types), the bandwidth measured and decode's share of it; md adds one line per tg test; pp
+    rows carry none of it."""
+    if meta["config"].get("sliding_window", 0):
+        return
+    args = ["--bandwidth", "32", "-p", "4", "-n", "5", "-d", "8", "-t", "1", "-r", "1"]
+    got, want = {}, {}
+    for kv, kv_bytes in (("f32", 4.0), ("q8_0", 34 / 32)):
+        rows = json.loads(must(bench + args + ["--kv", kv, "-o", "json"]).stdout)
+        pp, tg = rows
+        assert "bytes_per_token" not in pp, pp
+        want[kv] = decode_bytes(meta, 8 + 3, kv_bytes)  # the mean position of tokens 8..12
+        got[kv] = tg["bytes_per_token"]
+        assert abs(got[kv] - want[kv]) <= 0.01 * want[kv], (got, want)
+        bw = tg["read_bandwidth_bs"]
+        assert bw > 1e8, tg
+        assert np.isclose(tg["bandwidth_share"], got[kv] * tg["avg_ts"] / bw, rtol=1e-6), tg
+    kv_part = want["f32"] - want["q8_0"]
+    assert kv_part > 0 and abs(got["f32"] - got["q8_0"] - kv_part) <= 1, (got, want)
+    md = must(bench + args).stdout
+    assert "decode as a share of the read bandwidth:" in md and "tg5 @ d8, 1 thread:" in md, md
 
 
 def read_meta(path: str) -> dict:
