@@ -27,7 +27,7 @@ namespace {
 
 struct Args {
   std::string model, prompt, prompt_file, tokens, logits_out, chat, system, think = "show";
-  int n_predict = -1, threads = 0, ctx = 0, batch = 128;
+  int n_predict = -1, threads = 0, ctx = 0, batch = 128, lookup = 0;
   SamplerParams sp;
   std::vector<std::string> stops;
   bool verbose = false, quiet = false, ignore_eos = false, no_display_prompt = false;
@@ -45,6 +45,12 @@ void print_stats(const Session& s, int n_prompt, double t_prompt, const Generate
              "{:.2f} s ({:.1f} tok/s); {} threads\n",
              n_prompt, t_prompt, t_prompt > 0 ? n_prompt / t_prompt : 0.0, g.n_tokens, g.seconds,
              g.seconds > 0 ? g.n_tokens / g.seconds : 0.0, s.n_threads());
+  if (g.lookup)
+    fmt::print(stderr,
+               "lookup: {} of {} drafted tokens accepted in {} passes ({:.2f} tokens per pass "
+               "with a draft)\n",
+               g.n_accepted, g.n_drafted, g.n_passes,
+               1.0 + double(g.n_accepted) / std::max(g.n_passes, 1));
 }
 
 int dump_logits(const Model& model, const Args& a) {
@@ -84,8 +90,13 @@ int complete(const Model& model, const Args& a) {
   s.eval(ids);
   const double t_prompt = cli::now_seconds() - t0;
   Sampler sampler(a.sp);
+  if (a.lookup > 0 && model.config().has_linear())
+    fmt::print(stderr,
+               "ml_run: --lookup is off for this model: its DeltaNet state cannot be cut "
+               "back past a rejected draft\n");
   GenerateOptions go;
   go.max_tokens = a.n_predict;
+  go.lookup = a.lookup;
   if (!a.ignore_eos) go.stop_ids = stop_ids_for(model, "");
   cli::StopFilter stops(a.stops);
   auto show = [](const std::string& text) {
@@ -130,6 +141,7 @@ cli::ChatOptions chat_options(const Model& model, const Args& a) {
   o.sampling = a.sp;
   o.stops = a.stops;
   o.ignore_eos = a.ignore_eos;
+  o.lookup = a.lookup;
   o.verbose = a.verbose;
   o.history_path = a.history;
   return o;
@@ -167,6 +179,12 @@ int main(int argc, char** argv) {
     app.add_option("-c,--ctx", a.ctx,
                    "context size in tokens (default: the model's, capped at 4096)")
         ->check(CLI::Range(0, 1 << 24));
+    app.add_option("--lookup", a.lookup,
+                   "speculative decoding by prompt lookup: draft up to N tokens that followed the "
+                   "context's last words where they stood before, checked in one pass (the same "
+                   "text, faster when it repeats; not for Qwen3.5; 0: off)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 64));
     app.add_option("-b,--batch", a.batch, "prompt tokens per forward step (1..128)")
         ->capture_default_str()
         ->check(CLI::Range(1, 128));

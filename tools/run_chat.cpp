@@ -153,6 +153,7 @@ TurnEnd Chat::turn(const std::string& text) {
   std::string reply;
   GenerateOptions go;
   go.max_tokens = opts_.n_predict;
+  go.lookup = opts_.lookup;
   if (!opts_.ignore_eos) go.stop_ids = stop_ids_for(model_, tmpl_.name);
   auto take = [&](const std::string& piece) {
     reply += piece;

@@ -18,6 +18,7 @@ struct ChatOptions {
   SamplerParams sampling;
   std::vector<std::string> stops;  // stop strings (-r/--stop)
   bool ignore_eos = false;
+  int lookup = 0;            // prompt-lookup draft tokens per pass (--lookup; 0: off)
   bool verbose = false;      // speed after every reply
   std::string history_path;  // line-editor history file ("" for none)
 };

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,15 @@ struct GenerateOptions {
   int max_tokens = -1;            // < 0: until a stop token or the context is full
   std::vector<int32_t> stop_ids;  // sampling one of these ends the turn (not emitted)
   bool skip_special = true;       // hide special tokens from the text
+  // Speculative decoding by prompt lookup: after each sampled token, up to `lookup` tokens that
+  // followed the latest earlier occurrence of the context's last 1..lookup_ngram tokens are
+  // evaluated with it in one batched pass; each is kept while the sampler, drawing from the
+  // pass's logits as it would have one token at a time, picks it. The output is the same as
+  // without it, token for token, at any temperature (the logits of a row do not depend on the
+  // batch; the sampler sees the same logits, history and random draws). 0: off. Not for models
+  // with DeltaNet layers (their state cannot be cut back past a rejected draft).
+  int lookup = 0;
+  int lookup_ngram = 3;
 };
 
 struct GenerateResult {
@@ -21,7 +31,15 @@ struct GenerateResult {
   std::string finish_reason;  // "stop", "length", "context" or "cancelled"
   double seconds = 0;         // wall time of the loop
   std::vector<int32_t> tokens;
+  bool lookup = false;  // prompt lookup was on (asked for, and the model allows it)
+  int n_passes = 0;     // lookup: batched passes that carried drafts
+  int n_drafted = 0;    // lookup: tokens drafted
+  int n_accepted = 0;   // lookup: drafted tokens the sampler picked
 };
+
+// Prompt lookup's draft: the up to n_draft tokens that followed the latest earlier occurrence of
+// the last g tokens of `tokens`, for the largest g <= max_ngram that occurs; empty when none.
+std::vector<int32_t> lookup_draft(std::span<const int32_t> tokens, int max_ngram, int n_draft);
 
 // Precondition: session.logits() are the last prompt token's logits. For every sampled token,
 // on_text(id, text) receives the text it completes (valid UTF-8, possibly empty); returning

@@ -149,3 +149,41 @@ def case_imatrix(a, model: str) -> None:
     must(tool("convert.py") + [hf, "-o", weighted, "--quant", "q4_0", "--imatrix", path])
     assert open(plain, "rb").read() != open(weighted, "rb").read()
     print("ok: imatrix", model)
+
+
+def case_lookup(a) -> None:
+    """ml_run --lookup (speculative decoding by prompt lookup) prints the same text as plain
+    decoding, greedy and sampled, on the trained model (whose text repeats, so drafts are
+    accepted: the stats line says how many), a random Llama, a sliding-window Gemma 3 (to the end
+    of a small context) and Qwen3.5 (DeltaNet: lookup is left off, no stats line)."""
+    brown = convert(a, "q8_0")
+    prompt = "The jury said it did not find that many of the voters were in favor of the plan."
+    runs = [
+        (brown, ["--temp", "0", "-n", "200"], True),
+        (
+            brown,
+            ["--temp", "0.7", "--top-k", "40", "--repeat-penalty", "1.1", "-s", "7", "-n", "150"],
+            False,
+        ),
+        (mlb(a.work, "llama", "q8_0"), ["--temp", "0", "-n", "120"], False),
+        (
+            mlb(a.work, "gemma3", "q4_0"),
+            ["--temp", "0.9", "-s", "3", "-c", "96", "-n", "150"],
+            False,
+        ),
+        (mlb(a.work, "qwen35", "q8_0"), ["--temp", "0", "-n", "40"], False),
+    ]
+    for path, args, must_accept in runs:
+        cmd = [os.path.join(a.bin, "ml_run"), "-m", path, "-p", prompt, "-t", "2", *args]
+        plain, fast = must(cmd), must(cmd + ["--lookup", "6"])
+        name = os.path.basename(path)
+        if fast.stdout != plain.stdout:
+            raise SystemExit(f"FAILED: {name} {args}: --lookup changed the text")
+        stats = [ln for ln in fast.stderr.splitlines() if ln.startswith("lookup:")]
+        if "qwen35" in name:
+            assert not stats and "--lookup is off for this model" in fast.stderr, fast.stderr
+        else:
+            assert len(stats) == 1, fast.stderr
+            accepted = int(stats[0].split()[1])
+            assert accepted > 0 or not must_accept, stats
+        print(f"ok: {name} {' '.join(args)}: same text; {stats[0] if stats else 'no lookup'}")
