@@ -12,6 +12,13 @@ import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import { startServer } from './harness.mjs';
 
+// Under the sanitizers (scripts/test_sanitizers.sh sets ASAN_OPTIONS, which the server
+// inherits) every thread start and allocation costs several times more, so /health gets 3 s;
+// and ASan keeps freed memory in quarantine, so the resident size cannot come back (leaks are
+// LeakSanitizer's to find there, when the server exits).
+const sanitized = Boolean(process.env.ASAN_OPTIONS);
+const healthLimitMs = sanitized ? 3000 : 1000;
+
 let srv;
 let host;
 let port;
@@ -45,7 +52,7 @@ async function healthyDuring(work) {
     while (!stop) {
       const t0 = Date.now();
       try {
-        const r = await fetch(`${srv.url}/health`, { signal: AbortSignal.timeout(1000) });
+        const r = await fetch(`${srv.url}/health`, { signal: AbortSignal.timeout(healthLimitMs) });
         if (r.status !== 200) failures.push(`status ${r.status}`);
         await r.text();
       } catch (e) {
@@ -61,7 +68,7 @@ async function healthyDuring(work) {
     stop = true;
     await poll;
     assert.deepEqual(failures, [], `/health failed during the load (slowest ${slowest} ms)`);
-    assert.ok(slowest < 1000, `/health took ${slowest} ms`);
+    assert.ok(slowest < healthLimitMs, `/health took ${slowest} ms`);
   }
 }
 
@@ -200,6 +207,7 @@ test('streams cancelled midway leave the server answering and memory back', asyn
   });
   // the cancelled slots are free again: all four answer at once
   await Promise.all([0, 1, 2, 3].map(answersAsBefore));
+  if (sanitized) return;
   // the connection threads end after 5 s idle
   let now = rssKiB();
   for (let i = 0; i < 40 && now > baseline * 1.1 + 8192; ++i) {

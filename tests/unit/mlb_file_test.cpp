@@ -106,7 +106,8 @@ long rss_file_kib() {
 TEST_F(ModelFileTest, ReleaseTakesMappedPagesOutOfMemoryAndKeepsTheBytes) {
   const int64_t n = 8 << 20;  // 32 MiB of f32
   Parts p;
-  p.meta["tensors"] = {tensor("w", "f32", {n / 1024, 1024}, 0, uint64_t(n) * 4)};
+  // (json::array: a one-element brace list is the element itself to clang, an array to g++)
+  p.meta["tensors"] = json::array({tensor("w", "f32", {n / 1024, 1024}, 0, uint64_t(n) * 4)});
   std::vector<float> w(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) w[size_t(i)] = float(i % 1000003);
   p.data.assign(reinterpret_cast<const char*>(w.data()), w.size() * 4);
