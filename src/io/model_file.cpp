@@ -172,8 +172,7 @@ void ModelFile::drop_pages(const uint8_t* data, uint64_t bytes) const {
     MappedFile::drop_pages(data, std::min(bytes, uint64_t(base_ + size_ - data)));
 }
 
-bool ModelFile::release(const uint8_t* data, uint64_t bytes) {
-  drop_pages(data, bytes);
+bool ModelFile::release(const uint8_t* data) {
   for (AlignedBuffer& b : owned_)
     if (data && b.data() == data) {
       b.resize(0);

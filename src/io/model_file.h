@@ -58,10 +58,10 @@ class ModelFile {
   uint32_t version() const { return version_; }
   uint64_t data_offset() const { return data_offset_; }
   bool is_gguf() const { return gguf_ != nullptr; }
-  // For a tensor whose packed copy is what runs now, `bytes` long: frees the memory of one the
-  // import made (a GGUF's requantized or reordered matrix; views of it become null, true), or
-  // drops the pages of one inside the mapping (false).
-  bool release(const uint8_t* data, uint64_t bytes);
+  // Frees the memory of a tensor the import made (a GGUF's requantized or reordered matrix)
+  // once nothing reads it any more (its packed copy is what runs); views of it become null.
+  // False, and nothing changes, for data inside the mapping (drop_pages is for that).
+  bool release(const uint8_t* data);
   // Takes the pages of a tensor inside the mapping out of the resident set: its views stay
   // valid, and reading them maps back what is read (MappedFile::drop_pages). Nothing for a
   // tensor the import made.

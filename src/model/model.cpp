@@ -86,21 +86,17 @@ class TensorTaker {
   std::vector<ToPack> to_pack_;
 };
 
-// A matrix leaves memory as soon as it is packed — a copy the GGUF import made is freed, the
-// file's pages leave the resident set — which keeps the peak near one copy of the weights. The
-// embedding is still read unpacked (row lookups), so only its file pages go: the rows a prompt
-// looks up come back.
+// Only the embedding is read unpacked (row lookups): a copy the GGUF import made of any other
+// matrix (requantized K-quants, reordered rows) is freed as soon as it is packed, which keeps
+// the peak near one copy of the weights (pack_all drops the file's pages as it goes).
 void release_copy(Model::Impl& m, Matrix& x) {
-  const uint64_t bytes = uint64_t(x.rows) * kernels::row_bytes(x.type, x.cols);
-  if (&x == &m.tok_embd)
-    m.file->drop_pages(x.stored, bytes);
-  else if (m.file->release(x.stored, bytes))
-    x.stored = nullptr;
+  if (&x != &m.tok_embd && m.file->release(x.stored)) x.stored = nullptr;
 }
 
 // One matrix at a time, in blocks of rows of about 16 MiB in the file, each block's rows split
 // across the threads; a block's file pages go as soon as it is packed, so that even a large
-// embedding is never resident twice.
+// embedding is never resident twice (its row lookups map back only the rows they read). A
+// mapped pack cache never touches the file's pages of the matrices, so nothing to drop there.
 void pack_all(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& pool) {
   const int64_t tile = kernels::row_tile();
   for (const ToPack& tp : mats) {

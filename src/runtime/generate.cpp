@@ -60,8 +60,7 @@ GenerateResult generate(Session& session, Sampler& sampler, const GenerateOption
     // Drafted tokens after `row` were evaluated ahead: the one sampled now either is the next
     // of them (accepted: its logits are the next row) or ends them (the cache is cut back).
     if (!rows.empty()) {
-      const size_t k = row;  // drafts accepted so far in this pass
-      if (k < draft.size() && draft[k] == id) {
+      if (row < draft.size() && draft[row] == id) {  // `row` drafts accepted so far
         ++r.n_accepted;
         ++row;
       } else {
