@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "cli_common.h"
+#include "draft.h"
 #include "interrupt.h"
 #include "krafla/chat.h"
 #include "krafla/error.h"
@@ -37,6 +38,8 @@ struct Args {
   Imatrix* imatrix = nullptr;  // with --imatrix: what this run adds to
   bool json = false, profile = false;
   cli::PerplexityArgs ppl;
+  cli::DraftArgs draft;
+  const Model* draft_model = nullptr;  // loaded from draft.path
 };
 
 void print_stats(const Session& s, int n_prompt, double t_prompt, const GenerateResult& g) {
@@ -45,12 +48,8 @@ void print_stats(const Session& s, int n_prompt, double t_prompt, const Generate
              "{:.2f} s ({:.1f} tok/s); {} threads\n",
              n_prompt, t_prompt, t_prompt > 0 ? n_prompt / t_prompt : 0.0, g.n_tokens, g.seconds,
              g.seconds > 0 ? g.n_tokens / g.seconds : 0.0, s.n_threads());
-  if (g.lookup)
-    fmt::print(stderr,
-               "lookup: {} of {} drafted tokens accepted in {} passes ({:.2f} tokens per pass "
-               "with a draft)\n",
-               g.n_accepted, g.n_drafted, g.n_passes,
-               1.0 + double(g.n_accepted) / std::max(g.n_passes, 1));
+  if (const std::string line = cli::speculative_line(g); !line.empty())
+    fmt::print(stderr, "{}\n", line);
 }
 
 int dump_logits(const Model& model, const Args& a) {
@@ -97,6 +96,8 @@ int complete(const Model& model, const Args& a) {
   GenerateOptions go;
   go.max_tokens = a.n_predict;
   go.lookup = a.lookup;
+  cli::Drafting drafting(a.draft_model, a.draft, s, a.sp);
+  drafting.apply(go);
   if (!a.ignore_eos) go.stop_ids = stop_ids_for(model, "");
   cli::StopFilter stops(a.stops);
   auto show = [](const std::string& text) {
@@ -142,6 +143,8 @@ cli::ChatOptions chat_options(const Model& model, const Args& a) {
   o.stops = a.stops;
   o.ignore_eos = a.ignore_eos;
   o.lookup = a.lookup;
+  o.draft = a.draft_model;
+  o.draft_args = a.draft;
   o.verbose = a.verbose;
   o.history_path = a.history;
   return o;
@@ -185,6 +188,8 @@ int main(int argc, char** argv) {
                    "text, faster when it repeats; not for Qwen3.5; 0: off)")
         ->capture_default_str()
         ->check(CLI::Range(0, 64));
+    cli::add_draft_options(app, a.draft);
+    app.get_option("--lookup")->excludes("--draft");
     app.add_option("-b,--batch", a.batch, "prompt tokens per forward step (1..128)")
         ->capture_default_str()
         ->check(CLI::Range(1, 128));
@@ -277,6 +282,10 @@ int main(int argc, char** argv) {
     if (!a.quiet)
       fmt::print(stderr, "ml_run: loaded {} in {:.2f} s: {}\n", a.model, cli::now_seconds() - t0,
                  model->describe());
+    const auto draft = cli::load_draft("ml_run", a.draft, *model, a.threads, a.pack_cache);
+    a.draft_model = draft.get();
+    if (draft && !a.quiet)
+      fmt::print(stderr, "ml_run: draft model {}: {}\n", a.draft.path, draft->describe());
     if (a.verbose) fmt::print(stderr, "ml_run: seed {}\n", a.sp.seed);
     if (!a.tokens.empty()) return dump_logits(*model, a);
     if (!a.ppl.text_path.empty()) {

@@ -43,7 +43,8 @@ class Chat {
         opts_(std::move(opts)),
         tmpl_(chat_template(opts_.template_name)),
         session_(model, so),
-        sampler_(opts_.sampling) {
+        sampler_(opts_.sampling),
+        drafting_(opts_.draft, opts_.draft_args, session_, opts_.sampling) {
     if (!opts_.system.empty()) msgs_.push_back({"system", opts_.system});
   }
 
@@ -76,6 +77,7 @@ class Chat {
   const ChatTemplate& tmpl_;
   Session session_;
   Sampler sampler_;
+  Drafting drafting_;
   std::vector<ChatMessage> msgs_;  // msgs_[0] is the system prompt when there is one
 };
 
@@ -154,6 +156,7 @@ TurnEnd Chat::turn(const std::string& text) {
   GenerateOptions go;
   go.max_tokens = opts_.n_predict;
   go.lookup = opts_.lookup;
+  drafting_.apply(go);
   if (!opts_.ignore_eos) go.stop_ids = stop_ids_for(model_, tmpl_.name);
   auto take = [&](const std::string& piece) {
     reply += piece;
@@ -186,6 +189,8 @@ TurnEnd Chat::turn(const std::string& text) {
                ids.size() - reused, reused, t_prompt,
                t_prompt > 0 ? (ids.size() - reused) / t_prompt : 0.0, g.n_tokens, g.seconds,
                g.seconds > 0 ? g.n_tokens / g.seconds : 0.0, session_.n_threads());
+  if (const std::string line = speculative_line(g); opts_.verbose && !line.empty())
+    fmt::print(stderr, "{}\n", line);
   return cut ? TurnEnd::kInterrupted : TurnEnd::kDone;
 }
 

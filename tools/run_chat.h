@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "draft.h"
 #include "krafla/model.h"
 #include "krafla/sampler.h"
 #include "krafla/session.h"
@@ -18,7 +19,9 @@ struct ChatOptions {
   SamplerParams sampling;
   std::vector<std::string> stops;  // stop strings (-r/--stop)
   bool ignore_eos = false;
-  int lookup = 0;            // prompt-lookup draft tokens per pass (--lookup; 0: off)
+  int lookup = 0;                // prompt-lookup draft tokens per pass (--lookup; 0: off)
+  const Model* draft = nullptr;  // --draft's model, or null
+  DraftArgs draft_args;
   bool verbose = false;      // speed after every reply
   std::string history_path;  // line-editor history file ("" for none)
 };

@@ -24,6 +24,19 @@ struct GenerateOptions {
   // with DeltaNet layers (their state cannot be cut back past a rejected draft).
   int lookup = 0;
   int lookup_ngram = 3;
+  // Speculative decoding with a draft model (same tokenizer, usually far smaller): after each
+  // sampled token, up to n_draft tokens drawn from draft_session's model by draft_sampler (the
+  // same sampling settings, its own seed) are evaluated with it in one batched pass and checked
+  // by the standard rule (Sampler::sample_draft): at temperature 0 the text is the plain one,
+  // token for token; when sampling, every token has the plain distribution. Drafting stops
+  // early when the draft model's own probability of its token (softmax at temperature 1) is
+  // below draft_p_min. The draft session follows the turn (it evaluates what the main one
+  // does, catching up when a draft is called for). Ignored when lookup is on; not for models
+  // with DeltaNet layers (either of them).
+  Session* draft_session = nullptr;
+  Sampler* draft_sampler = nullptr;
+  int n_draft = 8;
+  float draft_p_min = 0.5f;
 };
 
 struct GenerateResult {
@@ -31,10 +44,12 @@ struct GenerateResult {
   std::string finish_reason;  // "stop", "length", "context" or "cancelled"
   double seconds = 0;         // wall time of the loop
   std::vector<int32_t> tokens;
-  bool lookup = false;  // prompt lookup was on (asked for, and the model allows it)
-  int n_passes = 0;     // lookup: batched passes that carried drafts
-  int n_drafted = 0;    // lookup: tokens drafted
-  int n_accepted = 0;   // lookup: drafted tokens the sampler picked
+  // The speculative decoding that was on: "" (none), "lookup" or "draft" (asked for, and the
+  // models allow it).
+  std::string speculative;
+  int n_passes = 0;    // batched passes that carried drafts
+  int n_drafted = 0;   // tokens drafted
+  int n_accepted = 0;  // drafted tokens kept
 };
 
 // Prompt lookup's draft: the up to n_draft tokens that followed the latest earlier occurrence of

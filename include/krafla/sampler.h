@@ -48,6 +48,16 @@ class Sampler {
   // increasing id order, with its probability (they sum to 1). Does not touch the RNG.
   std::vector<TokenProb> probabilities(std::span<const float> logits,
                                        std::span<const int32_t> recent);
+  // Speculative sampling's check of a drafted token (Leviathan et al. 2023; Chen et al. 2023):
+  // `draft` was drawn from the distribution q (increasing id order, as probabilities() gives
+  // it). Keeps it with probability min(1, p(draft) / q(draft)), where p is what sample() would
+  // draw from, and otherwise draws from max(0, p - q) renormalised, which never holds `draft`.
+  // Whatever q is, the token returned is distributed as p. Greedy: sample()'s token.
+  int32_t sample_draft(std::span<const float> logits, std::span<const int32_t> recent,
+                       int32_t draft, std::span<const TokenProb> q);
+  // One draw from a distribution such as probabilities() returns, with this sampler's RNG (no
+  // draw when it holds a single token).
+  int32_t draw(std::span<const TokenProb> d);
   const SamplerParams& params() const { return p_; }
 
  private:

@@ -19,6 +19,10 @@ struct SessionOptions {
   int n_batch = 128;             // prompt tokens per forward step (1..128)
   KvType kv_type = KvType::F32;  // the KV cache's element type
   int n_seqs = 1;                // independent sequences (ml_server's slots), n_ctx each
+  // Run on this session's threads instead of starting n_threads of its own (a draft model's
+  // session beside the main one: two pools would spin against each other). The two sessions
+  // must then be used from one thread, one at a time.
+  const class Session* share_threads = nullptr;
 };
 
 // Tokens to append to one sequence, for Session::eval_batch.

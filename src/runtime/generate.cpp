@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
+#include "kernels/kernels.h"
 #include "krafla/chat.h"
 
 namespace krafla {
@@ -27,6 +29,49 @@ bool is_stop(const GenerateOptions& opts, int32_t id) {
   return std::find(opts.stop_ids.begin(), opts.stop_ids.end(), id) != opts.stop_ids.end();
 }
 
+// The draft model's side of speculative decoding: its session follows the turn, and each call
+// draws a draft from it, keeping the distribution every token was drawn from.
+class Drafter {
+ public:
+  Drafter(Session& s, Sampler& sampler, float p_min) : s_(s), sampler_(sampler), p_min_(p_min) {}
+
+  // Up to n tokens continuing `hist`; q()[i] is the distribution token i was drawn from.
+  std::vector<int32_t> draw(std::span<const int32_t> hist, int n) {
+    // Keep what the session shares with hist (not the last token: its logits are needed).
+    const int keep = std::min(s_.shared_prefix(hist, 0), int(hist.size()) - 1);
+    s_.truncate(keep);
+    s_.eval(hist.subspan(size_t(keep)));
+    std::vector<int32_t> recent(hist.begin(), hist.end()), out;
+    q_.clear();
+    while (int(out.size()) < n) {
+      const std::vector<float>& logits = s_.logits();
+      std::vector<TokenProb> q = sampler_.probabilities(logits, recent);
+      const int32_t x = sampler_.draw(q);
+      if (own_probability(logits, x) < p_min_) break;
+      out.push_back(x);
+      recent.push_back(x);
+      q_.push_back(std::move(q));
+      if (int(out.size()) < n) s_.eval(std::span<const int32_t>(&x, 1));
+    }
+    return out;
+  }
+  const std::vector<std::vector<TokenProb>>& q() const { return q_; }
+
+ private:
+  // softmax(logits)[x] at temperature 1: how sure the draft model is of its token.
+  float own_probability(std::span<const float> logits, int32_t x) {
+    soft_.assign(logits.begin(), logits.end());
+    kernels::softmax(soft_.data(), int64_t(soft_.size()));
+    return soft_[size_t(x)];
+  }
+
+  Session& s_;
+  Sampler& sampler_;
+  float p_min_;
+  std::vector<std::vector<TokenProb>> q_;
+  std::vector<float> soft_;  // own_probability's scratch
+};
+
 }  // namespace
 
 GenerateResult generate(Session& session, Sampler& sampler, const GenerateOptions& opts,
@@ -35,9 +80,14 @@ GenerateResult generate(Session& session, Sampler& sampler, const GenerateOption
   GenerateResult r;
   const Tokenizer& tok = session.model().tokenizer();
   Tokenizer::StreamDecoder dec(tok, opts.skip_special);
-  // Prompt lookup needs the cache cut back past rejected drafts: not for DeltaNet models.
-  const bool lookup = opts.lookup > 0 && !session.model().config().has_linear();
-  r.lookup = lookup;
+  // Drafts need the cache cut back past rejected tokens: not for DeltaNet models.
+  const bool can_cut = !session.model().config().has_linear();
+  const bool lookup = opts.lookup > 0 && can_cut;
+  std::optional<Drafter> drafter;
+  if (!lookup && opts.draft_session && opts.draft_sampler && opts.n_draft > 0 && can_cut &&
+      !opts.draft_session->model().config().has_linear())
+    drafter.emplace(*opts.draft_session, *opts.draft_sampler, opts.draft_p_min);
+  r.speculative = lookup ? "lookup" : drafter ? "draft" : "";
   const int n_vocab = session.model().config().n_vocab;
   std::vector<int32_t> hist(session.history());  // what the cache holds once `id` is fed
   std::vector<float> rows;                       // [1 + drafted, n_vocab] logits
@@ -55,7 +105,10 @@ GenerateResult generate(Session& session, Sampler& sampler, const GenerateOption
     int32_t id;
     {
       const ProfileScope scope(session.profile(), Op::Sampling);
-      id = sampler.sample(next_logits(), hist);
+      if (drafter && !rows.empty() && row < draft.size())  // the standard rule
+        id = sampler.sample_draft(next_logits(), hist, draft[row], drafter->q()[row]);
+      else
+        id = sampler.sample(next_logits(), hist);
     }
     // Drafted tokens after `row` were evaluated ahead: the one sampled now either is the next
     // of them (accepted: its logits are the next row) or ends them (the cache is cut back).
@@ -84,12 +137,13 @@ GenerateResult generate(Session& session, Sampler& sampler, const GenerateOption
     }
     hist.push_back(id);
     if (!rows.empty()) continue;  // evaluated with the drafts of this pass
-    // Plain decoding evaluates `id`; with lookup, drafts follow it in the same pass.
+    // Plain decoding evaluates `id`; with a draft, it follows `id` in the same pass.
     draft.clear();
-    if (lookup) {
-      const int room = session.n_ctx() - int(hist.size());
+    const int room = session.n_ctx() - int(hist.size());
+    if (lookup)
       draft = lookup_draft(hist, opts.lookup_ngram, std::min(opts.lookup, room));
-    }
+    else if (drafter && room > 0)
+      draft = drafter->draw(hist, std::min(opts.n_draft, room));
     std::vector<int32_t> pass{id};
     pass.insert(pass.end(), draft.begin(), draft.end());
     if (draft.empty()) {

@@ -324,4 +324,47 @@ std::vector<TokenProb> Sampler::probabilities(std::span<const float> logits,
   return out;
 }
 
+namespace {
+
+// walk() over all of w: the index where r falls, the last one with weight when rounding ran r
+// past the end.
+size_t pick(const std::vector<double>& w, double r) {
+  int last = 0;
+  const int j = walk(w.data(), int(w.size()), 0.0, r, &last);
+  return size_t(j >= 0 ? j : last);
+}
+
+}  // namespace
+
+int32_t Sampler::sample_draft(std::span<const float> logits, std::span<const int32_t> recent,
+                              int32_t draft, std::span<const TokenProb> q) {
+  if (p_.temperature <= 0) return sample(logits, recent);
+  const std::vector<TokenProb> p = probabilities(logits, recent);
+  const auto prob = [](std::span<const TokenProb> d, int32_t id) {
+    const auto it = std::lower_bound(d.begin(), d.end(), id,
+                                     [](const TokenProb& t, int32_t v) { return t.id < v; });
+    return it != d.end() && it->id == id ? it->p : 0.0;
+  };
+  const double px = prob(p, draft), qx = prob(q, draft);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  if (qx > 0 && u(rng_) * qx < px) return draft;
+  // Rejected (p(draft) < q(draft)): the residual max(0, p - q), by inverse CDF.
+  std::vector<double> rest(p.size());
+  double total = 0;
+  for (size_t i = 0; i < p.size(); ++i) total += rest[i] = std::max(0.0, p[i].p - prob(q, p[i].id));
+  if (!(total > 0)) {  // p == q up to rounding: p itself
+    for (size_t i = 0; i < p.size(); ++i) total += rest[i] = p[i].p;
+  }
+  return p[pick(rest, u(rng_) * total)].id;
+}
+
+int32_t Sampler::draw(std::span<const TokenProb> d) {
+  if (d.empty()) throw Error("Sampler::draw: an empty distribution");
+  if (d.size() == 1) return d[0].id;
+  std::vector<double> w(d.size());
+  double total = 0;
+  for (size_t i = 0; i < d.size(); ++i) total += w[i] = d[i].p;
+  return d[pick(w, std::uniform_real_distribution<double>(0.0, 1.0)(rng_) * total)].id;
+}
+
 }  // namespace krafla

@@ -22,7 +22,7 @@ struct Sequence {
 
 struct Session::Impl {
   const Model& model;
-  ThreadPool pool;
+  std::shared_ptr<ThreadPool> pool;  // its own, or shared with another session
   Forward fwd;
   std::vector<std::unique_ptr<Sequence>> seqs;
   // One forward step: its rows, its segments and the work entry each segment comes from, and
@@ -32,8 +32,8 @@ struct Session::Impl {
   std::vector<size_t> seg_work;
   std::vector<float> step_logits;
 
-  Impl(const Model& m, int threads, int ctx, int batch, KvType kv, int n_seqs)
-      : model(m), pool(threads), fwd(model_impl(m), pool, ctx, batch) {
+  Impl(const Model& m, std::shared_ptr<ThreadPool> p, int ctx, int batch, KvType kv, int n_seqs)
+      : model(m), pool(std::move(p)), fwd(model_impl(m), *pool, ctx, batch) {
     for (int i = 0; i < n_seqs; ++i)
       seqs.push_back(std::make_unique<Sequence>(m.config(), ctx, kv));
   }
@@ -67,8 +67,9 @@ Session::Session(const Model& model, const SessionOptions& o) {
                             model.config().max_ctx));
   if (o.n_seqs < 1 || o.n_seqs > 256)
     throw Error(fmt::format("--parallel {} is out of range (1..256)", o.n_seqs));
-  impl_ = std::make_unique<Impl>(model, default_threads(o.n_threads), ctx, o.n_batch, o.kv_type,
-                                 o.n_seqs);
+  auto pool = o.share_threads ? o.share_threads->impl_->pool
+                              : std::make_shared<ThreadPool>(default_threads(o.n_threads));
+  impl_ = std::make_unique<Impl>(model, std::move(pool), ctx, o.n_batch, o.kv_type, o.n_seqs);
 }
 
 Session::~Session() = default;
@@ -168,7 +169,7 @@ int Session::n_seqs() const { return int(impl_->seqs.size()); }
 int Session::n_past(int seq) const { return int(impl_->seq(seq).history.size()); }
 int Session::n_ctx() const { return impl_->fwd.n_ctx(); }
 int Session::n_batch() const { return impl_->fwd.n_batch(); }
-int Session::n_threads() const { return impl_->pool.size(); }
+int Session::n_threads() const { return impl_->pool->size(); }
 const std::vector<int32_t>& Session::history(int seq) const { return impl_->seq(seq).history; }
 
 void Session::truncate(int n, int seq) {

@@ -38,7 +38,7 @@ from e2e_common import (
     tool,
 )
 from e2e_gguf import case_gguf, case_gguf_bad, case_gguf_bad_qwen35
-from e2e_quality import case_imatrix, case_lookup, case_quality
+from e2e_quality import case_draft, case_imatrix, case_lookup, case_quality
 from e2e_tools import (
     case_bench,
     case_cli,
@@ -498,6 +498,7 @@ def main() -> None:
         "packcache": case_packcache,
         "loadrss": case_loadrss,
         "lookup": case_lookup,
+        "draft": case_draft,
         "badfiles": case_badfiles,
         "cli": case_cli,
         "llama2c": case_llama2c,

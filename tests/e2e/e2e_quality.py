@@ -187,3 +187,96 @@ def case_lookup(a) -> None:
             accepted = int(stats[0].split()[1])
             assert accepted > 0 or not must_accept, stats
         print(f"ok: {name} {' '.join(args)}: same text; {stats[0] if stats else 'no lookup'}")
+
+
+def case_draft(a) -> None:
+    """ml_run --draft MODEL (speculative decoding with a draft model, checked by the standard
+    rule) prints the same text as plain decoding at temperature 0: the trained model (F32)
+    drafted by its Q4_0 copy (one-shot and chat), random Llama and sliding-window Gemma 3 models
+    to the end of a small context; sampling runs and keeps drafts (its distribution is the unit
+    tests' SampleDraft.*); Qwen3.5 leaves it off; a draft with another vocabulary, --draft with
+    --lookup and a bad --draft-max are refused (exit 2, one line)."""
+    brown, brown_q4 = convert(a, "f32"), convert(a, "q4_0")
+    llama_q4, gemma_q4 = mlb(a.work, "llama", "q4_0"), mlb(a.work, "gemma3", "q4_0")
+    prompt = "The jury said it did not find that many of the voters were in favor of the plan."
+    greedy = [
+        (brown, brown_q4, ["-n", "200"], True),
+        (brown, brown_q4, ["-n", "120", "--draft-max", "3", "--draft-p-min", "0"], True),
+        (brown, brown_q4, ["-n", "60", "--chat", "llama2", "-v"], False),
+        (mlb(a.work, "llama", "q8_0"), llama_q4, ["-n", "120", "--draft-p-min", "0"], False),
+        (
+            mlb(a.work, "gemma3", "q8_0"),
+            gemma_q4,
+            ["-c", "96", "-n", "150", "--draft-p-min", "0"],
+            False,
+        ),
+        (mlb(a.work, "qwen35", "q8_0"), mlb(a.work, "qwen35", "q4_0"), ["-n", "40"], False),
+    ]
+    ml_run = os.path.join(a.bin, "ml_run")
+    for path, draft, args, must_accept in greedy:
+        cmd = [ml_run, "-m", path, "-p", prompt, "-t", "2", "--temp", "0"]
+        plain = must(cmd + strip_draft_args(args))
+        fast = must(cmd + args + ["--draft", draft])
+        name = f"{os.path.basename(path)} drafted by {os.path.basename(draft)}"
+        if fast.stdout != plain.stdout:
+            raise SystemExit(f"FAILED: {name} {args}: --draft changed the text")
+        stats = [ln for ln in fast.stderr.splitlines() if ln.startswith("draft:")]
+        if "qwen35" in name:
+            assert not stats and "--draft is off" in fast.stderr, fast.stderr
+        else:
+            assert len(stats) == 1, fast.stderr
+            accepted = int(stats[0].split()[1])
+            assert accepted > 0 or not must_accept, stats
+        print(f"ok: {name} {' '.join(args)}: same text; {stats[0] if stats else 'no draft'}")
+    # Sampling: drafts from the Q4_0 copy are mostly kept (its distribution is close).
+    r = must(
+        [
+            ml_run,
+            "-m",
+            brown,
+            "-p",
+            prompt,
+            "-t",
+            "2",
+            "--temp",
+            "0.8",
+            "-s",
+            "5",
+            "-n",
+            "150",
+            "--draft",
+            brown_q4,
+            "--draft-p-min",
+            "0",
+        ]
+    )
+    stats = [ln for ln in r.stderr.splitlines() if ln.startswith("draft:")]
+    assert len(stats) == 1 and int(stats[0].split()[1]) > 0.5 * int(stats[0].split()[3]), stats
+    print(f"ok: sampled at 0.8: {stats[0]}")
+    for extra, word in [
+        (["--draft", gemma_q4], "same tokenizer"),
+        (["--draft", brown_q4, "--lookup", "4"], "excludes"),
+        (["--draft", brown_q4, "--draft-max", "0"], "--draft-max"),
+        (["--draft", os.path.join(a.scratch, "missing.mlb")], "missing.mlb"),
+        (["--draft-max", "4"], "--draft"),
+    ]:
+        r = run([ml_run, "-m", brown, "-p", prompt, "-n", "4", *extra])
+        lines = r.stderr.strip().splitlines()
+        if not (r.returncode == 2 and word in lines[-1] and "error" in lines[-1]):
+            raise SystemExit(
+                f"FAILED: {extra}: want exit 2 naming {word!r}, got " f"{r.returncode}: {r.stderr}"
+            )
+        print(f"ok: refused {' '.join(extra)}: {lines[-1]}")
+
+
+def strip_draft_args(args: list[str]) -> list[str]:
+    """args without the --draft-* options and their values."""
+    out, skip = [], False
+    for x in args:
+        if skip:
+            skip = False
+        elif x.startswith("--draft"):
+            skip = True
+        else:
+            out.append(x)
+    return out

@@ -173,5 +173,26 @@ TEST(SessionBatch, RefusesBadWorkBeforeEvaluatingAny) {
   EXPECT_EQ(s.n_past(1), 0);
 }
 
+// A draft model's session on the main session's threads (SessionOptions::share_threads): both
+// give the logits they give on threads of their own, used in turns.
+TEST(SessionThreads, SharedThreadsGiveTheSameLogits) {
+  LOAD_OR_SKIP(main, "llama-q8_0.mlb");
+  LOAD_OR_SKIP(draft, "llama-q4_0.mlb");
+  const std::vector<int32_t> ids = prompt(37, 5, main->config().n_vocab);
+  Session a(*main, kOptions);
+  SessionOptions so = kOptions;
+  so.share_threads = &a;
+  Session b(*draft, so);
+  EXPECT_EQ(b.n_threads(), a.n_threads());
+  for (int i = 0; i < 3; ++i) {
+    const auto part = std::span<const int32_t>(ids).subspan(size_t(i) * 12, 12);
+    a.eval(part);
+    b.eval(part);
+  }
+  const std::vector<int32_t> head(ids.begin(), ids.begin() + 36);
+  EXPECT_EQ(a.logits(), fresh_logits(*main, head));
+  EXPECT_EQ(b.logits(), fresh_logits(*draft, head));
+}
+
 }  // namespace
 }  // namespace krafla

@@ -388,4 +388,77 @@ TEST(Sampler, PenaltyMovesTokensAcrossTheTopKBoundary) {
   EXPECT_EQ(lowered[1].id, 4);
 }
 
+namespace {
+// Speculative sampling (Sampler::sample_draft): whatever distribution q the draft comes from,
+// the token returned is distributed as the textbook p, and the draft is kept with probability
+// sum_x min(p(x), q(x)) (Leviathan et al. 2023, theorem 3.5).
+void check_draft_rule(const SamplerParams& sp, const std::vector<float>& l,
+                      const std::vector<TokenProb>& q) {
+  const std::vector<TokenProb> p = reference(l, {}, sp);
+  Sampler s(sp), drafter(plain(1.0f));
+  std::map<int32_t, int> count;
+  int kept = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    const int32_t x = drafter.draw(q);
+    const int32_t id = s.sample_draft(l, {}, x, q);
+    ++count[id];
+    kept += id == x;
+  }
+  double want_kept = 0;
+  for (const TokenProb& t : p) {
+    // Binomial sd <= sqrt(n/4) ≈ 224: a 6 sd bound.
+    EXPECT_NEAR(count[t.id], t.p * n, 1350) << "token " << t.id;
+    count.erase(t.id);
+    for (const TokenProb& u : q)
+      if (u.id == t.id) want_kept += std::min(t.p, u.p);
+  }
+  EXPECT_TRUE(count.empty()) << "a token outside p was returned: " << count.begin()->first;
+  EXPECT_NEAR(kept, want_kept * n, 1350);
+}
+}  // namespace
+
+TEST(SampleDraft, KeepsThePlainDistribution) {
+  const std::vector<float> l = {1.0f, 2.5f, 0.3f, 2.0f, -1.0f, 1.7f, 0.0f, 2.2f};
+  // q over tokens p does not hold (top-k 5 leaves out 0, 2, 4, 6) and missing some it does
+  check_draft_rule(with(0.9f, 5, 1.0f, 0.0f), l,
+                   {{0, 0.3}, {1, 0.1}, {2, 0.2}, {5, 0.25}, {7, 0.15}});
+  // the whole vocabulary, and a q close to p
+  check_draft_rule(plain(1.0f), l, reference(l, {}, plain(1.2f)));
+  // top-p and min-p on top of top-k
+  check_draft_rule(with(0.7f, 6, 0.9f, 0.05f), l, {{1, 0.5}, {3, 0.5}});
+}
+
+TEST(SampleDraft, DraftFromPItselfIsAlwaysKept) {
+  const std::vector<float> l = {1.0f, 2.5f, 0.3f, 2.0f, -1.0f};
+  const SamplerParams sp = with(0.8f, 4, 0.95f, 0.0f);
+  Sampler s(sp), drafter(plain(1.0f));
+  const std::vector<TokenProb> q = s.probabilities(l, {});
+  for (int i = 0; i < 1000; ++i) {
+    const int32_t x = drafter.draw(q);
+    ASSERT_EQ(s.sample_draft(l, {}, x, q), x);
+  }
+}
+
+TEST(SampleDraft, GreedyIsTheArgmaxWhateverTheDraft) {
+  const std::vector<float> l = {1.0f, 2.5f, 0.3f, 2.0f};
+  Sampler s(plain(0.0f));
+  for (int32_t x = 0; x < 4; ++x) {
+    EXPECT_EQ(s.sample_draft(l, {}, x, std::vector<TokenProb>{{x, 1.0}}), 1);
+    EXPECT_EQ(s.sample_draft(l, {}, x, std::vector<TokenProb>{{0, 0.5}, {x, 0.5}}), 1);
+  }
+}
+
+TEST(SamplerDraw, FollowsTheDistribution) {
+  Sampler s(plain(1.0f));
+  const std::vector<TokenProb> d = {{3, 0.1}, {7, 0.6}, {9, 0.3}};
+  std::map<int32_t, int> count;
+  const int n = 100000;
+  for (int i = 0; i < n; ++i) ++count[s.draw(d)];
+  ASSERT_EQ(count.size(), 3u);
+  for (const TokenProb& t : d) EXPECT_NEAR(count[t.id], t.p * n, 950);  // 6 sd: (n/4)^0.5
+  EXPECT_EQ(s.draw(std::vector<TokenProb>{{5, 1.0}}), 5);
+  EXPECT_THROW(s.draw(std::vector<TokenProb>{}), Error);
+}
+
 }  // namespace krafla
