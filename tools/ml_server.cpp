@@ -106,6 +106,13 @@ int main(int argc, char** argv) {
                    "seconds a request may take, queueing included (0: no limit)")
         ->capture_default_str()
         ->check(CLI::NonNegativeNumber);
+    app.add_option("--lookup", a.engine.lookup,
+                   "speculative decoding by prompt lookup: draft up to N tokens that followed the "
+                   "context's last words where they stood before, checked in the same step (the "
+                   "same text, faster when the reply repeats the prompt; not for Qwen3.5 or "
+                   "response_format; 0: off)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 64));
     app.add_option("--max-body", a.http.max_body, "largest request body in bytes")
         ->capture_default_str()
         ->check(CLI::Range(size_t(1024), size_t(1) << 30));

@@ -29,6 +29,7 @@ struct SessionOptions {
 struct SeqTokens {
   int seq;
   std::span<const int32_t> tokens;
+  std::vector<float>* all_logits = nullptr;  // when given: receives [tokens, n_vocab] logits
 };
 
 class Session {
@@ -46,7 +47,8 @@ class Session {
   // up to n_batch rows, so the sequences share every pass over the weights. Afterwards
   // logits(seq) holds each listed sequence's last token's logits. A sequence's results are
   // bitwise those of eval() on it alone. Each sequence may be listed once; everything is
-  // validated (ids, room in each context) before anything is evaluated.
+  // validated (ids, room in each context) before anything is evaluated. A sequence listed with
+  // all_logits gets every row's logits there, as eval() does.
   void eval_batch(std::span<const SeqTokens> work);
 
   const Model& model() const;

@@ -43,10 +43,9 @@ struct Session::Impl {
     return *seqs[i];
   }
   void check(std::span<const SeqTokens> work) const;
-  void run(std::span<const SeqTokens> work, std::vector<float>* all_logits);
+  void run(std::span<const SeqTokens> work);
   // Packs the next forward step from work[i] past done[i]; returns its logits destination.
-  float* pack_step(std::span<const SeqTokens> work, const std::vector<size_t>& done,
-                   std::vector<float>* all_logits);
+  float* pack_step(std::span<const SeqTokens> work, const std::vector<size_t>& done);
 };
 
 namespace {
@@ -75,11 +74,11 @@ Session::Session(const Model& model, const SessionOptions& o) {
 Session::~Session() = default;
 
 void Session::eval(std::span<const int32_t> tokens, std::vector<float>* all_logits) {
-  const SeqTokens work{0, tokens};
-  impl_->run(std::span<const SeqTokens>(&work, 1), all_logits);
+  const SeqTokens work{0, tokens, all_logits};
+  impl_->run(std::span<const SeqTokens>(&work, 1));
 }
 
-void Session::eval_batch(std::span<const SeqTokens> work) { impl_->run(work, nullptr); }
+void Session::eval_batch(std::span<const SeqTokens> work) { impl_->run(work); }
 
 void Session::Impl::check(std::span<const SeqTokens> work) const {
   const int n_vocab = model.config().n_vocab;
@@ -99,58 +98,70 @@ void Session::Impl::check(std::span<const SeqTokens> work) const {
   }
 }
 
-float* Session::Impl::pack_step(std::span<const SeqTokens> work, const std::vector<size_t>& done,
-                                std::vector<float>* all_logits) {
+float* Session::Impl::pack_step(std::span<const SeqTokens> work, const std::vector<size_t>& done) {
   const int B = fwd.n_batch(), n_vocab = model.config().n_vocab;
   step_tokens.clear();
   segs.clear();
   seg_work.clear();
   int rows = 0;
-  std::vector<Sequence*> with_logits;  // the sequences whose last token this step holds
+  size_t logit_rows = 0;
   for (size_t i = 0; i < work.size() && rows < B; ++i) {
     const size_t left = work[i].tokens.size() - done[i];
     if (left == 0) continue;
     const int m = int(std::min<size_t>(left, B - rows));
     Sequence& s = *seqs[work[i].seq];
-    auto logits = all_logits                             ? SeqRows::Logits::All
+    auto logits = work[i].all_logits                     ? SeqRows::Logits::All
                   : done[i] + m == work[i].tokens.size() ? SeqRows::Logits::Last
                                                          : SeqRows::Logits::None;
-    if (logits == SeqRows::Logits::Last) with_logits.push_back(&s);
+    logit_rows += logits == SeqRows::Logits::All ? m : logits == SeqRows::Logits::Last ? 1 : 0;
     segs.push_back({&s.state, rows, m, int(s.history.size()), logits});
     seg_work.push_back(i);
     const auto first = work[i].tokens.begin() + done[i];
     step_tokens.insert(step_tokens.end(), first, first + m);
     rows += m;
   }
-  if (all_logits) return all_logits->data() + done[0] * n_vocab;  // a single sequence
-  if (with_logits.size() == 1) return with_logits[0]->logits.data();
-  step_logits.resize(with_logits.size() * n_vocab);
+  // One segment's logits go straight where they belong; several are gathered, then copied.
+  if (segs.size() == 1) {
+    const SeqTokens& w = work[seg_work[0]];
+    if (w.all_logits) return w.all_logits->data() + done[seg_work[0]] * n_vocab;
+    if (segs[0].logits == SeqRows::Logits::Last) return seqs[w.seq]->logits.data();
+  }
+  step_logits.resize(logit_rows * n_vocab);
   return step_logits.data();
 }
 
-void Session::Impl::run(std::span<const SeqTokens> work, std::vector<float>* all_logits) {
+void Session::Impl::run(std::span<const SeqTokens> work) {
   check(work);
-  const int n_vocab = model.config().n_vocab;
-  if (all_logits) all_logits->resize(work[0].tokens.size() * size_t(n_vocab));
+  const size_t n_vocab = size_t(model.config().n_vocab);
+  for (const SeqTokens& w : work)
+    if (w.all_logits) w.all_logits->resize(w.tokens.size() * n_vocab);
   std::vector<size_t> done(work.size(), 0);
   for (;;) {
-    float* out = pack_step(work, done, all_logits);
+    float* out = pack_step(work, done);
     if (segs.empty()) break;
     fwd.run(segs, step_tokens.data(), out);
-    // Histories, and the logits of the sequences whose last token this step held (when they
-    // did not go straight into the sequence's own).
-    const bool gathered = !all_logits && out == step_logits.data();
-    size_t row = 0;
+    // Histories, and the logits where they did not go straight: a sequence's rows into its
+    // all_logits, its last token's into its own logits.
+    const bool gathered = out == step_logits.data();
+    const float* row = step_logits.data();
     for (size_t k = 0; k < segs.size(); ++k) {
-      const size_t i = seg_work[k];
-      Sequence& s = *seqs[work[i].seq];
-      const auto first = work[i].tokens.begin() + done[i];
+      const SeqTokens& w = work[seg_work[k]];
+      size_t& d = done[seg_work[k]];
+      Sequence& s = *seqs[w.seq];
+      const auto first = w.tokens.begin() + d;
       s.history.insert(s.history.end(), first, first + segs[k].n);
-      done[i] += segs[k].n;
-      if (all_logits && done[i] == work[i].tokens.size())
-        std::copy_n(all_logits->data() + (done[i] - 1) * n_vocab, n_vocab, s.logits.begin());
-      if (gathered && segs[k].logits == SeqRows::Logits::Last)
-        std::copy_n(step_logits.data() + row++ * n_vocab, n_vocab, s.logits.begin());
+      if (segs[k].logits == SeqRows::Logits::All) {
+        if (gathered) {
+          std::copy_n(row, segs[k].n * n_vocab, w.all_logits->data() + d * n_vocab);
+          row += segs[k].n * n_vocab;
+        }
+      } else if (segs[k].logits == SeqRows::Logits::Last && gathered) {
+        std::copy_n(row, n_vocab, s.logits.begin());
+        row += n_vocab;
+      }
+      d += segs[k].n;
+      if (w.all_logits && d == w.tokens.size())
+        std::copy_n(w.all_logits->data() + (d - 1) * n_vocab, n_vocab, s.logits.begin());
     }
   }
 }

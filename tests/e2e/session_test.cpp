@@ -140,6 +140,21 @@ void expect_batch_equals_alone(const Model& m) {
     if (step == 1)
       batch.eval_batch(std::vector<SeqTokens>{{2, std::span<const int32_t>(&next[2], 1)}});
   }
+  // Every row's logits for some sequences (speculative drafts in ml_server), the last row's
+  // for the others, in steps that span several forward passes: as eval() alone gives them.
+  const std::vector<std::vector<int32_t>> more = {prompt(3, 21, V), prompt(40, 22, V),
+                                                  prompt(2, 23, V), prompt(9, 24, V)};
+  std::vector<std::vector<float>> rows(more.size()), want(more.size());
+  work.clear();
+  for (size_t i = 0; i < more.size(); ++i) {
+    alone[i]->eval(more[i], &want[i]);
+    work.push_back({int(i), more[i], i % 2 == 0 ? &rows[i] : nullptr});
+  }
+  batch.eval_batch(work);
+  for (size_t i = 0; i < more.size(); ++i) {
+    if (i % 2 == 0) ASSERT_EQ(rows[i], want[i]) << "sequence " << i;
+    ASSERT_EQ(batch.logits(int(i)), alone[i]->logits()) << "sequence " << i;
+  }
 }
 
 TEST(SessionBatch, AttentionSequencesEqualAlone) {

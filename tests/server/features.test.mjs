@@ -2,13 +2,18 @@
 // probabilities, several choices (n), JSON output held to a schema by constrained decoding, and
 // tool calls (a required call on a Qwen3-template model, then the round trip with the result).
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 
 import { MODEL, startServer } from './harness.mjs';
 
 const QWEN = process.env.ML_MODEL_QWEN;
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 // A server for one describe block: started before its tests, stopped (exit code 0) after.
 function withServer(args, opts = {}) {
@@ -252,5 +257,57 @@ describe('tool calls (Llama 3.1 template)', () => {
     const turn2 = [...ask, c.message, { role: 'tool', tool_call_id: c.message.tool_calls[0].id, content: '3 degrees' }];
     const r2 = await s.client.chat.completions.create({ model: s.srv.model, messages: turn2, tools: [weather], max_tokens: 4, temperature: 0 });
     assert.equal(r2.choices[0].message.role, 'assistant');
+  });
+});
+
+// --lookup (speculative decoding by prompt lookup) changes the speed, not the replies: the same
+// requests, several at once, greedy and sampled, with log probabilities, answer as on a server
+// without it, and /metrics counts the drafts kept. On the trained model (converted here), whose
+// text repeats, so drafts are kept; random models hardly ever pick a drafted token.
+describe('--lookup', () => {
+  const servers = {};
+  before(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'krafla-lookup-'));
+    const model = join(dir, 'brown-q8_0.mlb');
+    const conv = spawnSync(process.env.ML_PYTHON ?? '/usr/bin/python3',
+      [join(ROOT, 'tools', 'convert.py'), join(ROOT, 'models', 'brown-llama'), '-o', model, '--quant', 'q8_0'],
+      { encoding: 'utf8' });
+    assert.equal(conv.status, 0, conv.stderr);
+    for (const [name, extra] of [['plain', []], ['fast', ['--lookup', '6']]]) {
+      const srv = await startServer(['--ctx', '256', '-t', '1', '--parallel', '2', ...extra], { model });
+      servers[name] = { srv, client: new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 }) };
+    }
+    servers.dir = dir;
+  });
+  after(async () => {
+    for (const name of ['plain', 'fast']) {
+      const { code } = await servers[name].srv.stop();
+      assert.equal(code, 0, servers[name].srv.log());
+    }
+    rmSync(servers.dir, { recursive: true, force: true });
+  });
+  const prompts = [
+    'The jury said it did not find that many of the voters were in favor of the plan.',
+    'The history of the county was written by',
+    'He said that the man who was in the house was not',
+    'It is not',
+  ];
+
+  test('the same replies as without it, and drafts are kept', async () => {
+    const ask = ({ srv, client }) => Promise.all(prompts.flatMap((prompt, i) => [
+      client.completions.create({ model: srv.model, prompt, max_tokens: 64, temperature: 0, logprobs: 2 }),
+      client.completions.create({ model: srv.model, prompt, max_tokens: 64, temperature: 0.7, seed: 10 + i }),
+    ]));
+    const [a, b] = [await ask(servers.plain), await ask(servers.fast)];
+    for (let i = 0; i < a.length; i++) {
+      assert.equal(b[i].choices[0].text, a[i].choices[0].text, `request ${i}`);
+      assert.deepEqual(b[i].choices[0].logprobs, a[i].choices[0].logprobs, `request ${i} logprobs`);
+      // (cached_tokens depends on which slot a request found free)
+      assert.equal(b[i].usage.completion_tokens, a[i].usage.completion_tokens, `request ${i} usage`);
+    }
+    const metrics = await (await fetch(`${servers.fast.srv.url}/metrics`)).text();
+    const kept = Number(/krafla_accepted_tokens_total\{[^}]*\} (\d+)/.exec(metrics)[1]);
+    const drafted = Number(/krafla_drafted_tokens_total\{[^}]*\} (\d+)/.exec(metrics)[1]);
+    assert.ok(kept > 0 && kept <= drafted, metrics);
   });
 });

@@ -51,6 +51,10 @@ struct Job {
   int slot = -1;
   size_t fed = 0;     // prompt tokens in the slot's cache
   int32_t next = -1;  // a sampled token still to feed to the slot, or -1
+  // --lookup: the step feeds `feed` (next, then its draft) and keeps every row's logits
+  std::vector<int32_t> feed;
+  size_t n_draft = 0;
+  std::vector<float> rows;
   int n_generated = 0;
   Sampler sampler;
   Tokenizer::StreamDecoder dec;
@@ -393,9 +397,10 @@ void Engine::step() {
   int rows = 0, prompt_rows = 0;
   for (auto& j : slots_)
     if (j && j->next >= 0) {
-      work.push_back({j->slot, std::span<const int32_t>(&j->next, 1)});
+      draft(*j);
+      work.push_back({j->slot, j->feed, j->n_draft ? &j->rows : nullptr});
       fresh.push_back(j.get());
-      ++rows;
+      rows += int(j->feed.size());
     }
   std::vector<std::pair<Job*, int>> chunks;
   for (auto& j : slots_) {
@@ -444,23 +449,63 @@ std::span<const float> Engine::constrain(Job& j) {
   return j.masked;
 }
 
-// After a step gave j's slot fresh logits: the next token, as generate() would pick it.
+// What the next step feeds j's slot: the token it sampled, then (with --lookup) a draft of
+// what may follow it, no longer than the tokens the request and the context have left.
+void Engine::draft(Job& j) {
+  j.feed.assign(1, j.next);
+  j.n_draft = 0;
+  if (eo_.lookup <= 0 || j.matcher || model_.config().has_linear()) return;
+  std::vector<int32_t> hist = session_.history(j.slot);
+  hist.push_back(j.next);
+  int cap = std::min(eo_.lookup, n_ctx_ - int(hist.size()));
+  if (j.r.max_tokens >= 0) cap = std::min(cap, j.r.max_tokens - j.n_generated - 1);
+  if (cap <= 0) return;
+  const std::vector<int32_t> d = lookup_draft(hist, eo_.lookup_ngram, cap);
+  j.feed.insert(j.feed.end(), d.begin(), d.end());
+  j.n_draft = d.size();
+}
+
+// After a step gave j's slot fresh logits: the next token, as generate() would pick it. With a
+// draft, each drafted token the sampler picks from the row before it is kept (it is in the
+// cache already) and the next row is sampled from; the first it does not pick ends the run,
+// and the cache is cut back to the tokens kept.
 void Engine::advance(Job& j) {
-  if (j.r.max_tokens >= 0 && j.n_generated >= j.r.max_tokens) return finish(j, "length");
-  if (j.matcher && j.matcher->done() && j.stop_ids.empty()) return finish(j, "stop");
-  const std::span<const float> logits =
-      j.matcher ? constrain(j) : std::span<const float>(session_.logits(j.slot));
-  const int32_t id = j.sampler.sample(logits, session_.history(j.slot));
-  if (std::find(j.stop_ids.begin(), j.stop_ids.end(), id) != j.stop_ids.end())
-    return finish(j, "stop");
+  const size_t V = size_t(model_.config().n_vocab);
+  const int base = session_.n_past(j.slot) - int(j.feed.size());  // where feed[0] stands
+  for (size_t r = 0;; ++r) {
+    const std::span<const float> row = j.n_draft ? std::span<const float>(j.rows).subspan(r * V, V)
+                                                 : std::span<const float>(session_.logits(j.slot));
+    const int pos = base + int(std::min(r + 1, j.feed.size()));  // tokens before the new one
+    int32_t id = -1;
+    const char* end = take(j, row, pos, id);
+    if (!end && r < j.n_draft && id == j.feed[r + 1]) continue;
+    if (j.n_draft) {
+      session_.truncate(pos, j.slot);
+      std::lock_guard l(m_);
+      stats_.drafted_tokens += j.n_draft;
+      stats_.accepted_tokens += r;
+    }
+    if (end) return finish(j, end);  // the last use of j: finish may free it
+    j.next = id;
+    return;
+  }
+}
+
+const char* Engine::take(Job& j, std::span<const float> row, int pos, int32_t& id) {
+  if (j.r.max_tokens >= 0 && j.n_generated >= j.r.max_tokens) return "length";
+  if (j.matcher && j.matcher->done() && j.stop_ids.empty()) return "stop";
+  const std::span<const float> logits = j.matcher ? constrain(j) : row;
+  const std::vector<int32_t>& hist = session_.history(j.slot);
+  id = j.sampler.sample(logits, std::span<const int32_t>(hist).first(size_t(pos)));
+  if (std::find(j.stop_ids.begin(), j.stop_ids.end(), id) != j.stop_ids.end()) return "stop";
   if (j.matcher) accept_json(j, model_.tokenizer().piece(id));
   ++j.n_generated;
   std::vector<TokenLogprob> lps;
-  if (j.r.logprobs) lps.push_back(logprob_of(session_.logits(j.slot), id, j.r.top_logprobs));
+  if (j.r.logprobs) lps.push_back(logprob_of(row, id, j.r.top_logprobs));
   emit(j, j.filter.push(j.dec.push(id)), std::move(lps));
-  if (j.filter.hit()) return finish(j, "stop");
-  if (session_.n_past(j.slot) >= n_ctx_) return finish(j, "length");  // the context is full
-  j.next = id;
+  if (j.filter.hit()) return "stop";
+  if (pos >= n_ctx_) return "length";  // the context is full
+  return nullptr;
 }
 
 // A required call among several tools: once the reply names its tool, that tool's own schema

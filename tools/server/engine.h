@@ -58,6 +58,11 @@ struct Prepared {
 
 struct EngineOptions {
   double timeout = 0;  // seconds a request may take from its arrival; 0: no limit
+  // Speculative decoding by prompt lookup (generate.h's lookup_draft): up to `lookup` tokens
+  // drafted after each sampled one, checked in the same step; 0: off. Not with DeltaNet layers
+  // or a response_format (the JSON matcher judges one token at a time).
+  int lookup = 0;
+  int lookup_ngram = 3;
 };
 
 // What the scheduler and the waiting HTTP thread share for one request (engine.cpp).
@@ -69,6 +74,7 @@ struct EngineStats {
   uint64_t steps = 0;                              // forward steps of the scheduler
   double prefill_seconds = 0, decode_seconds = 0;  // time in steps with / without prompt rows
   uint64_t prefill_step_tokens = 0, decode_step_tokens = 0;
+  uint64_t drafted_tokens = 0, accepted_tokens = 0;  // --lookup
   int queued = 0, active = 0, slots = 0;
 };
 
@@ -109,7 +115,11 @@ class Engine {
   void loop();           // the scheduler thread
   void admit();          // queued jobs into free slots
   void step();           // one forward step over the active slots
-  void advance(Job& j);  // sample j's next token after a step
+  void draft(Job& j);    // what the next step feeds j's slot
+  void advance(Job& j);  // sample j's next token(s) after a step
+  // Samples j's next token from `row` (the logits after the first `pos` cached tokens) into
+  // id and emits it; returns why j ends ("stop", "length"), or null to go on.
+  const char* take(Job& j, std::span<const float> row, int pos, int32_t& id);
   void emit(Job& j, const std::string& text, std::vector<TokenLogprob> lps = {});
   std::span<const float> constrain(Job& j);  // the logits a response_format allows
   void accept_json(Job& j, const std::string& piece);
