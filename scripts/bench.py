@@ -66,13 +66,25 @@ def split_label(spec: str) -> tuple[str | None, str]:
 
 
 def int_list(text: str) -> list[int]:
+    """Thread counts: "1,2,4", a range "1-16" (every count in it), "all" (1 up to the cores
+    here), or a mix ("1,2,4-8")."""
+    vals: list[int] = []
     try:
-        vals = [int(x) for x in text.split(",") if x.strip()]
+        for item in (x.strip() for x in text.split(",")):
+            if item == "all":
+                vals += range(1, (os.cpu_count() or 1) + 1)
+            elif "-" in item:
+                lo, hi = (int(x) for x in item.split("-", 1))
+                vals += range(lo, hi + 1)
+            elif item:
+                vals.append(int(item))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of integers")
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a list of thread counts (e.g. 1,2 or 1-16 or all)"
+        )
     if not vals or any(v < 1 for v in vals):
         raise argparse.ArgumentTypeError(f"'{text}': thread counts must be >= 1")
-    return vals
+    return list(dict.fromkeys(vals))
 
 
 def mlb_summary(path: str) -> tuple[str, str]:
@@ -429,7 +441,14 @@ def main(argv: list[str] | None = None) -> None:
         metavar="GGUF",
         help="GGUF with the same weights as the matching -m (repeatable, same order)",
     )
-    ap.add_argument("-t", "--threads", type=int_list, default=[1], help="thread counts, e.g. 1,2")
+    ap.add_argument(
+        "-t",
+        "--threads",
+        type=int_list,
+        default=[1],
+        help="thread counts: 1,2 or a range 1-16 or all (1 up to the cores): a thread-scaling "
+        "curve",
+    )
     ap.add_argument("-p", "--n-prompt", type=int, default=128, help="prompt tokens (default 128)")
     ap.add_argument("-n", "--n-gen", type=int, default=64, help="generated tokens (default 64)")
     ap.add_argument("-r", "--reps", type=int, default=3, help="repeats per invocation (default 3)")

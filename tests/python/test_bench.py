@@ -121,5 +121,22 @@ class BenchAB(unittest.TestCase):
         self.assertIn("--base compares two Krafla builds", err.getvalue())
 
 
+class ThreadCounts(unittest.TestCase):
+    """-t takes lists, ranges and "all" (the thread-scaling curve)."""
+
+    def test_lists_ranges_and_all(self):
+        self.assertEqual(bench.int_list("1,2"), [1, 2])
+        self.assertEqual(bench.int_list("1-4"), [1, 2, 3, 4])
+        self.assertEqual(bench.int_list("1,2,4-6,2"), [1, 2, 4, 5, 6])
+        self.assertEqual(bench.int_list("all"), list(range(1, (os.cpu_count() or 1) + 1)))
+
+    def test_refuses_bad_counts(self):
+        import argparse
+
+        for bad in ("", "0", "x", "3-1", "1-a", "-2"):
+            with self.assertRaises(argparse.ArgumentTypeError, msg=bad):
+                bench.int_list(bad)
+
+
 if __name__ == "__main__":
     unittest.main()
