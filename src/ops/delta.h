@@ -41,6 +41,61 @@ class State {
   AlignedBuffer ssm_;                      // (DeltaNet layer, v_heads, k_dim, v_dim)
 };
 
+// One value head of one sequence over n consecutive tokens: where the gated delta rule reads its
+// inputs and writes its outputs (token t's row of each at t times its stride).
+struct HeadRun {
+  const float* q;      // (n, dk): l2-normalised, times dk^-1/2
+  const float* k;      // (n, dk): l2-normalised
+  const float* v;      // (n, dv)
+  int64_t ld_in;       // the stride of q, k and v
+  const float* decay;  // (n): exp(g)
+  const float* beta;   // (n)
+  int64_t ld_gate;     // the stride of decay and beta
+  float* out;          // (n, dv)
+  int64_t ld_out;
+  int64_t n;
+};
+
+// The rule token by token with kernels::delta_step on S (k_dim, v_dim): decode and short runs.
+void recurrent(float* S, const HeadRun& r, int64_t dk, int64_t dv);
+
+// The same rule in chunks of up to kChunk tokens (the WY representation of Yang et al.'s Gated
+// DeltaNet, FLA's chunk_gated_delta_rule): within a chunk the tokens' corrections solve one
+// unit lower-triangular system, and the state is read and written once per chunk; the products
+// go through the kernels' F32 matmul. The same results as recurrent() up to float rounding (not
+// bitwise). One object per thread: it holds that thread's scratch (about 280 KiB for 128 x 128
+// heads).
+// Block does not use it: on Zen 5 (avx512vnni, 128 x 128 heads) it takes 1.6 us per token and
+// head against delta_step's 1.5 (0.9x at kChunk 32; 0.75x at 64, 0.55x at 128). Packing each
+// chunk's operands for the matmul costs as much as the products, and the fused delta_step
+// already does the same three dk x dv products per token with the state in L1. It would also
+// end prefill's bitwise independence of the batch size (e2e batch.qwen35).
+class Chunked {
+ public:
+  static constexpr int64_t kChunk = 32;
+  Chunked(int64_t dk, int64_t dv);
+  void run(float* S, const HeadRun& r);
+
+ private:
+  void chunk(const HeadRun& r, int64_t t0, int64_t c);
+  int64_t dk_, dv_;
+  AlignedBuffer buf_;
+  float* kq_;        // (2c, dk): the chunk's k rows, then its q rows
+  float* gram_;      // (2c, c): k_t . k_s, then q_t . k_s
+  float* gam_;       // (c, c): prod of decay over (s, t], s <= t
+  float* t_;         // (c, c): (I + L)^-1
+  float* aq_;        // (c, c): the masked, decayed q_t . k_s
+  float* ks0_;       // (dv, c): (S0^T k_s)
+  float* qs0_;       // (dv, c): (S0^T q_t)
+  float* e_;         // (dv, c): the right-hand side, later the intra-chunk output
+  float* d_;         // (dv, c): the corrections D^T
+  float* kt_;        // (dk, c): k_s decayed to the chunk's end, transposed
+  float* z_;         // (dv, dk): the state's increment, transposed
+  float* st_;        // (dv, dk): the state transposed while the chunks run
+  float* vec_;       // (2, c): gamma_t, beta_t
+  uint8_t* packed_;  // the packed operand of the current matmul
+};
+
 // The layer as a whole, with its scratch buffers for a batch of up to n_batch tokens.
 class Block {
  public:
@@ -78,7 +133,5 @@ void conv_silu(const float* wt, int K, float* state, const float* in, int64_t n,
 // x *= scale / sqrt(sum(x^2) + 1e-6) (the l2norm transformers applies to q and k, with FLA's
 // epsilon).
 void l2norm(float* x, int64_t n, float scale);
-
-// The recurrence itself, one token of one head, is kernels::delta_step (kernels/kernels.h).
 
 }  // namespace krafla::delta
