@@ -19,6 +19,11 @@ struct SessionOptions {
   int n_batch = 128;             // prompt tokens per forward step (1..128)
   KvType kv_type = KvType::F32;  // the KV cache's element type
   int n_seqs = 1;                // independent sequences (ml_server's slots), n_ctx each
+  // Qwen3.5 DeltaNet prefill: runs of at least this many tokens of one sequence (in one forward
+  // step, so at most n_batch) use the chunked (WY) form in chunks of this size; 0: always the
+  // token-by-token recurrence (the default: faster on the CPUs measured, and bit-identical
+  // across --batch). 0..256; models without DeltaNet layers ignore it.
+  int delta_chunk = 0;
   // Run on this session's threads instead of starting n_threads of its own (a draft model's
   // session beside the main one: two pools would spin against each other). The two sessions
   // must then be used from one thread, one at a time.

@@ -19,7 +19,8 @@ int64_t max_matmul_cols(const ModelConfig& c) {
 }
 }  // namespace
 
-Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_batch)
+Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_batch,
+                 int delta_chunk)
     : m_(model),
       c_(model.cfg),
       pool_(pool),
@@ -27,7 +28,7 @@ Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_ba
       n_batch_(n_batch),
       mm_(pool, n_batch, max_matmul_cols(model.cfg)),
       attention_(model.cfg, n_ctx, n_batch, mm_) {
-  if (c_.has_linear()) delta_ = std::make_unique<delta::Block>(c_, n_batch, mm_);
+  if (c_.has_linear()) delta_ = std::make_unique<delta::Block>(c_, n_batch, mm_, delta_chunk);
   const size_t B = n_batch;
   x_.resize(B * c_.dim * sizeof(float));
   h_.resize(B * c_.dim * sizeof(float));

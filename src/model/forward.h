@@ -23,8 +23,9 @@ namespace krafla {
 
 class Forward {
  public:
-  // n_ctx bounds the positions (RoPE tables, attention scratch); n_batch the tokens of a run.
-  Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_batch);
+  // n_ctx bounds the positions (RoPE tables, attention scratch); n_batch the tokens of a run;
+  // delta_chunk > 0 runs DeltaNet prefill in chunks (SessionOptions::delta_chunk).
+  Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_batch, int delta_chunk = 0);
   Forward(const Forward&) = delete;  // the blocks hold a reference to mm_
   Forward& operator=(const Forward&) = delete;
 

@@ -73,8 +73,8 @@ void matmul_nt(const float* w, int64_t rows, int64_t cols, const float* act, int
 
 }  // namespace
 
-Chunked::Chunked(int64_t dk, int64_t dv) : dk_(dk), dv_(dv) {
-  const int64_t C = kChunk;
+Chunked::Chunked(int64_t dk, int64_t dv, int64_t chunk) : dk_(dk), dv_(dv), chunk_(chunk) {
+  const int64_t C = chunk;
   size_t packed = 0;
   for (auto [rows, cols] : {std::pair{C, dk}, std::pair{C, C}, std::pair{dk, C}})
     packed = std::max(packed, K::packed_size(K::WType::F32, rows, cols));
@@ -97,7 +97,7 @@ Chunked::Chunked(int64_t dk, int64_t dv) : dk_(dk), dv_(dv) {
 
 void Chunked::run(float* S, const HeadRun& r) {
   transpose(S, dk_, dv_, dv_, st_, dk_);
-  for (int64_t t0 = 0; t0 < r.n; t0 += kChunk) chunk(r, t0, std::min(kChunk, r.n - t0));
+  for (int64_t t0 = 0; t0 < r.n; t0 += chunk_) chunk(r, t0, std::min(chunk_, r.n - t0));
   transpose(st_, dv_, dk_, dk_, S, dv_);
 }
 
@@ -205,7 +205,8 @@ void State::reset() {
 float* State::conv(int layer) const { return conv_.data<float>() + slot_[layer] * conv_elems_; }
 float* State::ssm(int layer) const { return ssm_.data<float>() + slot_[layer] * ssm_elems_; }
 
-Block::Block(const ModelConfig& c, int n_batch, Matmuls& mm) : c_(c), mm_(mm) {
+Block::Block(const ModelConfig& c, int n_batch, Matmuls& mm, int chunk)
+    : c_(c), mm_(mm), chunk_(chunk) {
   const size_t B = n_batch, conv = c.lin_conv_dim(), vd = size_t(c.lin_v_heads) * c.lin_v_dim;
   qkv_.resize(B * conv * sizeof(float));
   conv_.resize(B * conv * sizeof(float));
@@ -213,6 +214,11 @@ Block::Block(const ModelConfig& c, int n_batch, Matmuls& mm) : c_(c), mm_(mm) {
   o_.resize(B * vd * sizeof(float));
   beta_.resize(B * c.lin_v_heads * sizeof(float));
   decay_.resize(B * c.lin_v_heads * sizeof(float));
+  if (chunk_ > 0) {
+    chunked_.reserve(mm.pool().size());
+    for (int i = 0; i < mm.pool().size(); ++i)
+      chunked_.emplace_back(c.lin_k_dim, c.lin_v_dim, chunk_);
+  }
 }
 
 void Block::run(const Weights& w, int layer, const float* h, int n, std::span<const Rows> seqs,
@@ -268,20 +274,34 @@ void Block::gates(const Weights& w, int n) {
 }
 
 // The recurrence: (sequence, value head) pairs split across threads, tokens in order within
-// each. Token by token even in prefill: Chunked measured slower on Zen 5 (delta.h).
+// each. Token by token unless chunk_ asks for Chunked on long runs (measured slower on Zen 5,
+// delta.h).
 void Block::recur(int layer, std::span<const Rows> seqs) {
   const int64_t C = c_.lin_conv_dim(), nk = c_.lin_k_heads, nv = c_.lin_v_heads;
   const int64_t dk = c_.lin_k_dim, dv = c_.lin_v_dim, kd = nk * dk, vd = nv * dv;
   const int64_t group = nv / nk;
-  mm_.pool().for_each(int64_t(seqs.size()) * nv, [&](int64_t u) {
-    const Rows& s = seqs[u / nv];
-    const int64_t hv = u % nv, hk = hv / group;
-    const float* row = conv_.data<float>() + s.row0 * C;
-    recurrent(s.state->ssm(layer) + hv * dk * dv,
-              {row + hk * dk, row + kd + hk * dk, row + 2 * kd + hv * dv, C,
-               decay_.data<float>() + s.row0 * nv + hv, beta_.data<float>() + s.row0 * nv + hv, nv,
-               o_.data<float>() + s.row0 * vd + hv * dv, vd, s.n},
-              dk, dv);
+  mm_.pool().split(int64_t(seqs.size()) * nv, [&](int thread, int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const Rows& s = seqs[u / nv];
+      const int64_t hv = u % nv, hk = hv / group;
+      const float* row = conv_.data<float>() + s.row0 * C;
+      float* S = s.state->ssm(layer) + hv * dk * dv;
+      const HeadRun r{row + hk * dk,
+                      row + kd + hk * dk,
+                      row + 2 * kd + hv * dv,
+                      C,
+                      decay_.data<float>() + s.row0 * nv + hv,
+                      beta_.data<float>() + s.row0 * nv + hv,
+                      nv,
+                      o_.data<float>() + s.row0 * vd + hv * dv,
+                      vd,
+                      s.n};
+      if (chunk_ > 0 && s.n >= chunk_) {
+        chunked_[thread].run(S, r);
+      } else {
+        recurrent(S, r, dk, dv);
+      }
+    }
   });
 }
 

@@ -59,26 +59,27 @@ struct HeadRun {
 // The rule token by token with kernels::delta_step on S (k_dim, v_dim): decode and short runs.
 void recurrent(float* S, const HeadRun& r, int64_t dk, int64_t dv);
 
-// The same rule in chunks of up to kChunk tokens (the WY representation of Yang et al.'s Gated
+// The same rule in chunks of up to `chunk` tokens (the WY representation of Yang et al.'s Gated
 // DeltaNet, FLA's chunk_gated_delta_rule): within a chunk the tokens' corrections solve one
 // unit lower-triangular system, and the state is read and written once per chunk; the products
 // go through the kernels' F32 matmul. The same results as recurrent() up to float rounding (not
 // bitwise). One object per thread: it holds that thread's scratch (about 280 KiB for 128 x 128
-// heads).
-// Block does not use it: on Zen 5 (avx512vnni, 128 x 128 heads) it takes 1.6 us per token and
-// head against delta_step's 1.5 (0.9x at kChunk 32; 0.75x at 64, 0.55x at 128). Packing each
-// chunk's operands for the matmul costs as much as the products, and the fused delta_step
-// already does the same three dk x dv products per token with the state in L1. It would also
-// end prefill's bitwise independence of the batch size (e2e batch.qwen35).
+// heads at chunk 32).
+// Block uses it only when asked (SessionOptions::delta_chunk): on Zen 5 (avx512vnni, 128 x 128
+// heads) it takes 1.6 us per token and head against delta_step's 1.5 (0.9x at chunk 32; 0.75x
+// at 64, 0.55x at 128). Packing each chunk's operands for the matmul costs as much as the
+// products, and the fused delta_step already does the same three dk x dv products per token
+// with the state in L1. It also ends prefill's bitwise independence of the batch size (e2e
+// batch.qwen35): where the chunks start depends on how the prompt is split into steps.
 class Chunked {
  public:
-  static constexpr int64_t kChunk = 32;
-  Chunked(int64_t dk, int64_t dv);
+  static constexpr int64_t kDefaultChunk = 32;
+  Chunked(int64_t dk, int64_t dv, int64_t chunk = kDefaultChunk);
   void run(float* S, const HeadRun& r);
 
  private:
   void chunk(const HeadRun& r, int64_t t0, int64_t c);
-  int64_t dk_, dv_;
+  int64_t dk_, dv_, chunk_;
   AlignedBuffer buf_;
   float* kq_;        // (2c, dk): the chunk's k rows, then its q rows
   float* gram_;      // (2c, c): k_t . k_s, then q_t . k_s
@@ -99,7 +100,9 @@ class Chunked {
 // The layer as a whole, with its scratch buffers for a batch of up to n_batch tokens.
 class Block {
  public:
-  Block(const ModelConfig& c, int n_batch, Matmuls& mm);
+  // chunk > 0: a sequence's run of at least `chunk` rows goes through Chunked in chunks of
+  // that size (SessionOptions::delta_chunk); 0: every run token by token.
+  Block(const ModelConfig& c, int n_batch, Matmuls& mm, int chunk = 0);
   // A sequence's rows [row0, row0 + n) of the batch and its state.
   struct Rows {
     State* state;
@@ -121,6 +124,8 @@ class Block {
   AlignedBuffer qkv_, conv_;    // (batch, conv_dim)
   AlignedBuffer z_, o_;         // (batch, v_heads*v_dim)
   AlignedBuffer beta_, decay_;  // (batch, v_heads)
+  int chunk_;
+  std::vector<Chunked> chunked_;  // one per thread when chunk_ > 0
 };
 
 // Causal depthwise convolution with SiLU for channels [c0, c1) of C:

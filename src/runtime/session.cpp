@@ -32,8 +32,9 @@ struct Session::Impl {
   std::vector<size_t> seg_work;
   std::vector<float> step_logits;
 
-  Impl(const Model& m, std::shared_ptr<ThreadPool> p, int ctx, int batch, KvType kv, int n_seqs)
-      : model(m), pool(std::move(p)), fwd(model_impl(m), *pool, ctx, batch) {
+  Impl(const Model& m, std::shared_ptr<ThreadPool> p, int ctx, int batch, KvType kv, int n_seqs,
+       int delta_chunk)
+      : model(m), pool(std::move(p)), fwd(model_impl(m), *pool, ctx, batch, delta_chunk) {
     for (int i = 0; i < n_seqs; ++i)
       seqs.push_back(std::make_unique<Sequence>(m.config(), ctx, kv));
   }
@@ -66,9 +67,12 @@ Session::Session(const Model& model, const SessionOptions& o) {
                             model.config().max_ctx));
   if (o.n_seqs < 1 || o.n_seqs > 256)
     throw Error(fmt::format("--parallel {} is out of range (1..256)", o.n_seqs));
+  if (o.delta_chunk < 0 || o.delta_chunk > 256)
+    throw Error(fmt::format("--delta-chunk {} is out of range (0..256)", o.delta_chunk));
   auto pool = o.share_threads ? o.share_threads->impl_->pool
                               : std::make_shared<ThreadPool>(default_threads(o.n_threads));
-  impl_ = std::make_unique<Impl>(model, std::move(pool), ctx, o.n_batch, o.kv_type, o.n_seqs);
+  impl_ = std::make_unique<Impl>(model, std::move(pool), ctx, o.n_batch, o.kv_type, o.n_seqs,
+                                 o.delta_chunk);
 }
 
 Session::~Session() = default;

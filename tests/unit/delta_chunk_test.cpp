@@ -61,14 +61,16 @@ float rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Runs n tokens both ways (the chunked one in calls of `split` tokens) and compares.
-void check(int64_t n, int64_t dk, int64_t dv, float min_decay, int64_t split = 0) {
+void check(int64_t n, int64_t dk, int64_t dv, float min_decay, int64_t split = 0,
+           int64_t chunk = Chunked::kDefaultChunk) {
   const std::string what = "n " + std::to_string(n) + ", dk " + std::to_string(dk) + ", dv " +
-                           std::to_string(dv) + ", split " + std::to_string(split);
+                           std::to_string(dv) + ", split " + std::to_string(split) + ", chunk " +
+                           std::to_string(chunk);
   Inputs in(n, dk, dv, min_decay, uint32_t(n * 131 + dk * 7 + dv));
   std::vector<float> s_ref = in.state, s_chunk = in.state;
   std::vector<float> o_ref(n * dv), o_chunk(n * dv, NAN);
   recurrent(s_ref.data(), in.run(0, n, o_ref.data()), dk, dv);
-  Chunked chunked(dk, dv);
+  Chunked chunked(dk, dv, chunk);
   const int64_t step = split ? split : n;
   for (int64_t t0 = 0; t0 < n; t0 += step)
     chunked.run(s_chunk.data(), in.run(t0, std::min(step, n - t0), o_chunk.data()));
@@ -89,6 +91,14 @@ TEST(DeltaChunked, OtherHeadSizesAndPartialTiles) {
   for (int64_t n : {5, 64, 97}) {
     check(n, 64, 96, 0.85f);
     check(n, 40, 24, 0.85f);
+  }
+}
+
+TEST(DeltaChunked, OtherChunkSizes) {
+  // ml_run --delta-chunk N: 1 (a chunk per token), odd sizes, up to a whole batch of 128
+  for (int64_t chunk : {1, 7, 16, 64, 128}) {
+    check(150, 128, 128, 0.85f, 0, chunk);
+    check(150, 64, 96, 0.85f, 100, chunk);
   }
 }
 
