@@ -154,6 +154,16 @@ void add_kv_option(CLI::App& app, KvType& kv) {
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
 }
 
+void add_delta_chunk_option(CLI::App& app, int& chunk) {
+  app.add_option("--delta-chunk", chunk,
+                 "experimental prefill path for Qwen3.5: a sequence's runs of at least N prompt "
+                 "tokens in one forward step go through the chunked (WY) gated delta rule in "
+                 "chunks of N (0: token by token, the default: faster on the CPUs measured and "
+                 "bit-identical across --batch; other models ignore it)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
+}
+
 std::vector<int32_t> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
   std::string item;

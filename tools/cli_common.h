@@ -50,6 +50,9 @@ uint64_t random_seed();
 void add_threads_option(CLI::App& app, int& threads);
 // --kv f32|f16|q8_0: the KV cache's element type.
 void add_kv_option(CLI::App& app, KvType& kv);
+// --delta-chunk N (0..256): SessionOptions::delta_chunk, the experimental chunked prefill of
+// Qwen3.5's DeltaNet layers.
+void add_delta_chunk_option(CLI::App& app, int& chunk);
 
 // "1,2,3" or "1 2 3" → ids; throws krafla::Error naming the bad item.
 std::vector<int32_t> parse_ids(const std::string& s);

@@ -377,7 +377,7 @@ int main(int argc, char** argv) {
     std::string path, output = "md", pack_cache;
     std::vector<int> n_prompt{512}, n_gen{128}, n_depth{0};
     std::vector<int> threads{int(std::max(1u, std::thread::hardware_concurrency()))};
-    int reps = 5, batch = 128;
+    int reps = 5, batch = 128, delta_chunk = 0;
     KvType kv = KvType::F32;
     bool json = false, progress = false;
     int bandwidth_mib = 0;
@@ -406,6 +406,7 @@ int main(int argc, char** argv) {
                         ->check(CLI::IsMember({"md", "csv", "json", "jsonl"}));
     app.add_flag("--json", json, "the same as -o json")->excludes(out_opt);
     cli::add_kv_option(app, kv);
+    cli::add_delta_chunk_option(app, delta_chunk);
     app.add_flag("--progress", progress, "print every repetition's speed on stderr");
     app.add_option("--bandwidth", bandwidth_mib,
                    "measure the read bandwidth with a buffer of this many MiB (e.g. 1024; 0: "
@@ -437,7 +438,11 @@ int main(int argc, char** argv) {
       const Test& t = tests[i];
       fmt::print(stderr, "ml_bench: test {}/{}: {}, threads {}, {} repetitions\n", i + 1,
                  tests.size(), t.name(), t.threads, reps);
-      Session s(*model, {t.threads, t.n_depth + t.n_tokens(), t.batch, kv});
+      Session s(*model, {.n_threads = t.threads,
+                         .n_ctx = t.n_depth + t.n_tokens(),
+                         .n_batch = t.batch,
+                         .kv_type = kv,
+                         .delta_chunk = delta_chunk});
       std::optional<BandwidthShare> bw;
       if (bandwidth_mib > 0 && t.n_gen > 0)  // the mean position of the decoded tokens
         bw = BandwidthShare{bytes_per_token(*model, kv, t.n_depth + (t.n_gen + 1) / 2.0),

@@ -28,7 +28,7 @@ namespace {
 
 struct Args {
   std::string model, prompt, prompt_file, tokens, logits_out, chat, system, think = "show";
-  int n_predict = -1, threads = 0, ctx = 0, batch = 128, lookup = 0;
+  int n_predict = -1, threads = 0, ctx = 0, batch = 128, lookup = 0, delta_chunk = 0;
   SamplerParams sp;
   std::vector<std::string> stops;
   bool verbose = false, quiet = false, ignore_eos = false, no_display_prompt = false;
@@ -52,10 +52,20 @@ void print_stats(const Session& s, int n_prompt, double t_prompt, const Generate
     fmt::print(stderr, "{}\n", line);
 }
 
+// The session of a -p/-f run and of a chat.
+SessionOptions session_options(const Args& a) {
+  return {.n_threads = a.threads,
+          .n_ctx = a.ctx,
+          .n_batch = a.batch,
+          .kv_type = a.kv,
+          .delta_chunk = a.delta_chunk};
+}
+
 int dump_logits(const Model& model, const Args& a) {
   const std::vector<int32_t> ids = cli::parse_ids(a.tokens);
   if (ids.empty()) throw Error("--tokens: no token ids given");
   SessionOptions so{a.threads, a.ctx > 0 ? a.ctx : std::max<int>(int(ids.size()), 1), a.batch};
+  so.delta_chunk = a.delta_chunk;
   if (so.n_ctx > model.config().max_ctx) so.n_ctx = model.config().max_ctx;
   Session s(model, so);
   std::vector<float> logits;
@@ -76,7 +86,7 @@ int complete(const Model& model, const Args& a) {
   const std::string prompt = prompt_text(a);
   std::vector<int32_t> ids = model.tokenizer().encode(prompt, true);
   if (ids.empty()) throw Error("the prompt is empty (give -p TEXT)");
-  Session s(model, {a.threads, a.ctx, a.batch, a.kv});
+  Session s(model, session_options(a));
   if (int(ids.size()) >= s.n_ctx())
     throw Error(fmt::format("the prompt has {} tokens but --ctx is {}; raise --ctx (up to {})",
                             ids.size(), s.n_ctx(), model.config().max_ctx));
@@ -193,6 +203,7 @@ int main(int argc, char** argv) {
     app.add_option("-b,--batch", a.batch, "prompt tokens per forward step (1..128)")
         ->capture_default_str()
         ->check(CLI::Range(1, 128));
+    cli::add_delta_chunk_option(app, a.delta_chunk);
     auto* chat =
         app.add_option("--chat", a.chat,
                        fmt::format("chat with a template: auto (the one the model names), {}",
@@ -291,11 +302,12 @@ int main(int argc, char** argv) {
     if (!a.ppl.text_path.empty()) {
       a.ppl.n_ctx = a.ctx, a.ppl.n_threads = a.threads, a.ppl.n_batch = a.batch,
       a.ppl.json = a.json, a.ppl.profile = a.profile, a.ppl.imatrix = a.imatrix, a.ppl.kv = a.kv;
+      a.ppl.delta_chunk = a.delta_chunk;
       return save_imatrix(a, cli::run_perplexity(*model, a.ppl));
     }
     if (a.chat.empty()) return save_imatrix(a, complete(*model, a));
     const cli::ChatOptions co = chat_options(*model, a);
-    const SessionOptions so{a.threads, a.ctx, a.batch, a.kv};
+    const SessionOptions so = session_options(a);
     if (!a.quiet)
       fmt::print(stderr, "ml_run: chat with the {} template; context {} tokens\n", co.template_name,
                  so.n_ctx > 0 ? so.n_ctx : std::min(model->config().max_ctx, 4096));

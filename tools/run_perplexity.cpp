@@ -78,7 +78,11 @@ int run_perplexity(const Model& model, const PerplexityArgs& a) {
              tokens.size(), o.n_ctx, tokens.size() / size_t(o.n_ctx),
              o.bos_id >= 0 ? "BOS" : "its own token", o.first, o.n_ctx - 2,
              a.scoring == "llama" ? " (llama-perplexity's rule)" : "");
-  Session s(model, {a.n_threads, o.n_ctx, std::min(a.n_batch, 128), a.kv});
+  Session s(model, {.n_threads = a.n_threads,
+                    .n_ctx = o.n_ctx,
+                    .n_batch = std::min(a.n_batch, 128),
+                    .kv_type = a.kv,
+                    .delta_chunk = a.delta_chunk});
   Busy busy;
   Profile prof;
   if (a.profile) s.set_profile(&prof);

@@ -22,6 +22,7 @@ struct PerplexityArgs {
   bool profile = false;        // print the time per step of the forward pass afterwards
   Imatrix* imatrix = nullptr;  // --imatrix: add the matrices' input statistics here
   KvType kv = KvType::F32;     // --kv
+  int delta_chunk = 0;         // --delta-chunk (SessionOptions::delta_chunk)
 };
 
 // Prints a progress line per chunk on stderr and the result on stdout; returns the exit code

@@ -48,6 +48,8 @@ def check_refusals(ml_run: list[str], tmp: str) -> list[str]:
         (["-n", "-5"], "--n-predict"),
         (["-c", "-1"], "--ctx"),
         (["-b", "0"], "--batch"),
+        (["--delta-chunk", "257"], "--delta-chunk"),
+        (["--delta-chunk", "-1"], "--delta-chunk"),
         (["-s", "x"], "--seed"),
         (["--bogus"], "--bogus"),
         (["-f", tmp], "directory"),

@@ -6,6 +6,7 @@ e2e_common.py; the cli/bench/info/tok cases in e2e_tools.py.
 
 Usage: e2e.py --bin BUILD_DIR --work WORK_DIR CASE
 Cases: setup | logits:MODEL:QUANT | threads:MODEL:QUANT | batch:MODEL:QUANT | badfiles |
+       deltachunk:MODEL:QUANT |
        lengths:MODEL:QUANT | actquant:MODEL:QUANT | packcache:MODEL | big |
        cli:MODEL | bench:MODEL | info:MODEL | tok:MODEL | llama2c | gguf:MODEL | ggufbad
 """
@@ -304,6 +305,32 @@ def case_batch(a, model: str, quant: str) -> None:
     same_across(a, model, quant, "--batch", 128, (1, 5, 16))
 
 
+def case_deltachunk(a, model: str, quant: str) -> None:
+    """ml_run --delta-chunk N (the chunked WY form of the gated delta rule in prefill) on the
+    long prompt: against the reference with the logits limits, and within 1e-4 of the
+    token-by-token recurrence (float rounding, not bitwise). 16: every step's run chunked
+    (128 = 8 chunks, the last step's 88 ends in a partial chunk); 100: a partial chunk per
+    128-token step and the last step's 88 tokens token by token. --delta-chunk 0 is the
+    default, bit for bit."""
+    ref = os.path.join(a.work, f"{model}-ref.npy")
+
+    def logits(extra: list[str], name: str) -> tuple[str, np.ndarray]:
+        out = os.path.join(a.scratch, f"{model}-{quant}-{name}.npy")
+        return out, ml_run_logits(a, model, quant, ["-t", "2"] + extra, out)
+
+    _, plain = logits([], "plain")
+    _, recur = logits(["--delta-chunk", "0"], "dc0")
+    same(plain, recur, f"{model}-{quant} --delta-chunk 0 vs no flag")
+    for n in (16, 100):
+        out, chunked = logits(["--delta-chunk", str(n)], f"dc{n}")
+        r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), ref, out] + LIMITS[quant])
+        print(f"--delta-chunk {n} vs reference: {r.stdout.strip()}")
+        rel = compare.metrics(recur, chunked)["max_rel"]
+        print(f"--delta-chunk {n} vs --delta-chunk 0: max rel {rel:.3g}")
+        if not rel < 1e-4:
+            raise SystemExit(f"FAILED: --delta-chunk {n}: max rel {rel:.3g} to the recurrence")
+
+
 def case_badfiles(a) -> None:
     good = open(mlb(a.work, "llama", "q8_0"), "rb").read()
     bad_dir = a.scratch
@@ -492,6 +519,7 @@ def main() -> None:
         "logits": case_logits,
         "threads": case_threads,
         "batch": case_batch,
+        "deltachunk": case_deltachunk,
         "lengths": case_lengths,
         "big": case_big,
         "actquant": case_actquant,
