@@ -108,7 +108,7 @@ def llama(a: argparse.Namespace, prompt: str, mode: str) -> dict:
             "-p",
             prompt,
             *common,
-            "--draft-max",
+            "--spec-draft-n-max",
             str(a.draft_max),
         ]
     else:
@@ -121,12 +121,14 @@ def llama(a: argparse.Namespace, prompt: str, mode: str) -> dict:
             "-p",
             prompt,
             *common,
-            "--draft-max",
+            "--spec-draft-n-max",
             str(a.draft_max),
-            "--draft-min",
+            "--spec-draft-n-min",
             "0",
-            "--draft-p-min",
+            "--spec-draft-p-min",
             str(a.draft_p_min),
+            "--spec-type",
+            "draft-simple",
         ]
     err = run(cmd).stderr
     m = re.search(r"decoded\s+(\d+) tokens in\s+[0-9.]+ seconds, speed:\s+([0-9.]+) t/s", err)
