@@ -23,7 +23,8 @@ def rows() -> list[dict]:
     """The section's table rows: label, prefill and decode ratios."""
     text = open(DOC, encoding="utf-8").read()
     start = text.index(SECTION)
-    end = text.find("\n## ", start + 1)
+    # the section's own table: up to its first subsection
+    end = min(i for i in (text.find("\n## ", start + 1), text.find("\n### ", start + 1)) if i > 0)
     out = []
     for line in text[start:end].split("\n"):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
