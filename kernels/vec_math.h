@@ -87,6 +87,38 @@ void axpy(float a, const float* x, float* y, int64_t n) {
     V::store_n(y + i, V::fma(va, V::load_n(x + i, n - i), V::load_n(y + i, n - i)), n - i);
 }
 
+// out += w[j] * v_j over the n rows in order, four vectors of out (then one) held in registers
+// while the rows go by: per element the same fma sequence as n calls of axpy. (Named registers,
+// not an array: SVE's sizeless vectors cannot form arrays.)
+template <class V>
+void axpy_rows(const float* w, const float* v, int64_t n, int64_t d, float* out) {
+  using F = typename V::F;
+  const int64_t W = V::width();
+  int64_t c = 0;
+  for (; c + 4 * W <= d; c += 4 * W) {
+    F a0 = V::load(out + c), a1 = V::load(out + c + W);
+    F a2 = V::load(out + c + 2 * W), a3 = V::load(out + c + 3 * W);
+    for (int64_t j = 0; j < n; ++j) {
+      const F x = V::set1(w[j]);
+      const float* r = v + j * d + c;
+      a0 = V::fma(x, V::load(r), a0);
+      a1 = V::fma(x, V::load(r + W), a1);
+      a2 = V::fma(x, V::load(r + 2 * W), a2);
+      a3 = V::fma(x, V::load(r + 3 * W), a3);
+    }
+    V::store(out + c, a0);
+    V::store(out + c + W, a1);
+    V::store(out + c + 2 * W, a2);
+    V::store(out + c + 3 * W, a3);
+  }
+  for (; c < d; c += W) {
+    F acc = V::load_n(out + c, d - c);
+    for (int64_t j = 0; j < n; ++j)
+      acc = V::fma(V::set1(w[j]), V::load_n(v + j * d + c, d - c), acc);
+    V::store_n(out + c, acc, d - c);
+  }
+}
+
 template <class V>
 void scale(float* x, float s, int64_t n) {
   const typename V::F vs = V::set1(s);
@@ -162,6 +194,13 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const fl
     vec::rmsnorm<V>(x, w, eps, out, n);                                                     \
   }                                                                                         \
   void axpy_f32(float a, const float* x, float* y, int64_t n) { vec::axpy<V>(a, x, y, n); } \
+  void dot_rows_f32(const float* q, const float* k, int64_t n, int64_t d, float scale,      \
+                    float* out) {                                                           \
+    for (int64_t j = 0; j < n; ++j) out[j] = dot_f32(q, k + j * d, d) * scale;              \
+  }                                                                                         \
+  void axpy_rows_f32(const float* w, const float* v, int64_t n, int64_t d, float* out) {    \
+    vec::axpy_rows<V>(w, v, n, d, out);                                                     \
+  }                                                                                         \
   void scale_f32(float* x, float s, int64_t n) { vec::scale<V>(x, s, n); }                  \
   void add_f32(const float* a, const float* b, float* out, int64_t n) {                     \
     vec::add<V>(a, b, out, n);                                                              \

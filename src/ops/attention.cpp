@@ -15,13 +15,11 @@ void attend_group(const float* q, int group, const KvCache::HeadView& kv, int64_
                   int64_t n_keys, float scale, float softcap, float* scores, float* rows,
                   float* out) {
   const int64_t head_dim = kv.head_dim;
-  for (int64_t j0 = 0; j0 < n_keys; j0 += kKvRows) {
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kKvRows) {  // a block of K rows, while in L1
     const int64_t m = std::min(kKvRows, n_keys - j0);
     const float* k = kv.k_rows(first + j0, m, rows);
-    for (int64_t j = 0; j < m; ++j)  // K row j, while in L1, for every head of the group
-      for (int g = 0; g < group; ++g)
-        scores[g * n_keys + j0 + j] =
-            K::dot_f32(q + g * head_dim, k + j * head_dim, head_dim) * scale;
+    for (int g = 0; g < group; ++g)
+      K::dot_rows_f32(q + g * head_dim, k, m, head_dim, scale, scores + g * n_keys + j0);
   }
   for (int g = 0; g < group; ++g) {
     float* s = scores + g * n_keys;
@@ -30,12 +28,11 @@ void attend_group(const float* q, int group, const KvCache::HeadView& kv, int64_
     K::softmax(s, n_keys);
   }
   std::memset(out, 0, sizeof(float) * head_dim * group);
-  for (int64_t j0 = 0; j0 < n_keys; j0 += kKvRows) {  // likewise V row j
+  for (int64_t j0 = 0; j0 < n_keys; j0 += kKvRows) {  // likewise a block of V rows
     const int64_t m = std::min(kKvRows, n_keys - j0);
     const float* v = kv.v_rows(first + j0, m, rows);
-    for (int64_t j = 0; j < m; ++j)
-      for (int g = 0; g < group; ++g)
-        K::axpy_f32(scores[g * n_keys + j0 + j], v + j * head_dim, out + g * head_dim, head_dim);
+    for (int g = 0; g < group; ++g)
+      K::axpy_rows_f32(scores + g * n_keys + j0, v, m, head_dim, out + g * head_dim);
   }
 }
 
