@@ -47,7 +47,7 @@ class Drafter {
       const std::vector<float>& logits = s_.logits();
       std::vector<TokenProb> q = sampler_.probabilities(logits, recent);
       const int32_t x = sampler_.draw(q);
-      if (own_probability(logits, x) < p_min_) break;
+      if (p_min_ > 0 && own_probability(logits, x) < p_min_) break;  // 0: no softmax to pay
       out.push_back(x);
       recent.push_back(x);
       q_.push_back(std::move(q));
