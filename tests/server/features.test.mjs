@@ -265,27 +265,19 @@ describe('tool calls (Llama 3.1 template)', () => {
 // without it, and /metrics counts the drafts kept. On the trained model (converted here), whose
 // text repeats, so drafts are kept; random models hardly ever pick a drafted token.
 describe('--lookup', () => {
-  const servers = {};
-  before(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'krafla-lookup-'));
-    const model = join(dir, 'brown-q8_0.mlb');
+  const dir = mkdtempSync(join(tmpdir(), 'krafla-lookup-'));
+  const model = join(dir, 'brown-q8_0.mlb');
+  before(() => {  // registered first, so it runs before the servers' own before() hooks
     const conv = spawnSync(process.env.ML_PYTHON ?? '/usr/bin/python3',
       [join(ROOT, 'tools', 'convert.py'), join(ROOT, 'models', 'brown-llama'), '-o', model, '--quant', 'q8_0'],
       { encoding: 'utf8' });
     assert.equal(conv.status, 0, conv.stderr);
-    for (const [name, extra] of [['plain', []], ['fast', ['--lookup', '6']]]) {
-      const srv = await startServer(['--ctx', '256', '-t', '1', '--parallel', '2', ...extra], { model });
-      servers[name] = { srv, client: new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 }) };
-    }
-    servers.dir = dir;
   });
-  after(async () => {
-    for (const name of ['plain', 'fast']) {
-      const { code } = await servers[name].srv.stop();
-      assert.equal(code, 0, servers[name].srv.log());
-    }
-    rmSync(servers.dir, { recursive: true, force: true });
-  });
+  const servers = {
+    plain: withServer(['--ctx', '256', '-t', '1', '--parallel', '2'], { model }),
+    fast: withServer(['--ctx', '256', '-t', '1', '--parallel', '2', '--lookup', '6'], { model }),
+  };
+  after(() => rmSync(dir, { recursive: true, force: true }));
   const prompts = [
     'The jury said it did not find that many of the voters were in favor of the plan.',
     'The history of the county was written by',
