@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli_common.h"
+#include "draft.h"
 #include "krafla/error.h"
 #include "krafla/model.h"
 #include "server/engine.h"
@@ -28,14 +29,19 @@ struct Args {
   int threads = 0, ctx = 0, batch = 128, parallel = 4;
   KvType kv = KvType::F32;
   server::EngineOptions engine;
+  cli::DraftArgs draft;
 };
 
 int serve(const Args& a) {
   const double t0 = cli::now_seconds();
   auto model = cli::load_model("ml_server", a.model, a.threads, a.pack_cache);
+  const auto draft = cli::load_draft("ml_server", a.draft, *model, a.threads, a.pack_cache);
+  server::EngineOptions eo = a.engine;
+  eo.draft_model = draft.get();
+  eo.draft_max = a.draft.n_draft;
+  eo.draft_p_min = a.draft.p_min;
   const std::string id = a.alias.empty() ? utf8_string(fs_path(a.model).stem()) : a.alias;
-  server::Engine engine(*model, {a.threads, a.ctx, a.batch, a.kv, a.parallel}, id, a.chat,
-                        a.engine);
+  server::Engine engine(*model, {a.threads, a.ctx, a.batch, a.kv, a.parallel}, id, a.chat, eo);
   server::HttpServer http(engine, a.http);
   const int port = http.bind();
   fmt::print(stderr,
@@ -50,6 +56,14 @@ int serve(const Args& a) {
              "repeat_penalty {} repeat_last_n {} seed {}\n",
              d.temperature, d.top_k, d.top_p, d.min_p, d.repeat_penalty, d.repeat_last_n,
              a.http.defaults.seed ? std::to_string(*a.http.defaults.seed) : "random");
+  if (engine.speculative() == "lookup")
+    fmt::print(stderr, "ml_server: speculative decoding by prompt lookup, up to {} tokens\n",
+               eo.lookup);
+  else if (engine.speculative() == "draft")
+    fmt::print(stderr,
+               "ml_server: speculative decoding with the draft model {} ({}), up to {} tokens, "
+               "p-min {}\n",
+               a.draft.path, draft->describe(), eo.draft_max, eo.draft_p_min);
   fmt::print(stderr, "ml_server: serving model '{}' on http://{}:{}{}\n", id, a.http.host, port,
              a.http.api_key.empty() ? "" : " (API key required)");
 
@@ -113,6 +127,8 @@ int main(int argc, char** argv) {
                    "response_format; 0: off)")
         ->capture_default_str()
         ->check(CLI::Range(0, 64));
+    cli::add_draft_options(app, a.draft);
+    app.get_option("--lookup")->excludes("--draft");
     app.add_option("--max-body", a.http.max_body, "largest request body in bytes")
         ->capture_default_str()
         ->check(CLI::Range(size_t(1024), size_t(1) << 30));

@@ -56,6 +56,31 @@ struct GenerateResult {
 // the last g tokens of `tokens`, for the largest g <= max_ngram that occurs; empty when none.
 std::vector<int32_t> lookup_draft(std::span<const int32_t> tokens, int max_ngram, int n_draft);
 
+// The draft model's side of speculative decoding (generate() and ml_server --draft): sequence
+// `seq` of a draft session follows a token history, and each draw() draws a draft from it,
+// keeping the distribution every token was drawn from for the standard rule.
+class Drafter {
+ public:
+  // p_min: drafting stops when the draft model's own probability of its token (softmax at
+  // temperature 1) is below it (0: never).
+  Drafter(Session& s, Sampler& sampler, float p_min, int seq = 0);
+  // Up to n tokens continuing `hist` (the sequence first catches up with it, keeping the
+  // prefix it shares); q()[i] is the distribution token i was drawn from.
+  std::vector<int32_t> draw(std::span<const int32_t> hist, int n);
+  const std::vector<std::vector<TokenProb>>& q() const { return q_; }
+
+ private:
+  void eval(std::span<const int32_t> tokens);
+  float own_probability(std::span<const float> logits, int32_t x);
+
+  Session& s_;
+  Sampler& sampler_;
+  float p_min_;
+  int seq_;
+  std::vector<std::vector<TokenProb>> q_;
+  std::vector<float> soft_;  // own_probability's scratch
+};
+
 // Precondition: session.logits() are the last prompt token's logits. For every sampled token,
 // on_text(id, text) receives the text it completes (valid UTF-8, possibly empty); returning
 // false cancels. The sampled tokens are fed back so the session holds the whole turn, except

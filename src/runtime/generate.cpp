@@ -29,50 +29,41 @@ bool is_stop(const GenerateOptions& opts, int32_t id) {
   return std::find(opts.stop_ids.begin(), opts.stop_ids.end(), id) != opts.stop_ids.end();
 }
 
-// The draft model's side of speculative decoding: its session follows the turn, and each call
-// draws a draft from it, keeping the distribution every token was drawn from.
-class Drafter {
- public:
-  Drafter(Session& s, Sampler& sampler, float p_min) : s_(s), sampler_(sampler), p_min_(p_min) {}
-
-  // Up to n tokens continuing `hist`; q()[i] is the distribution token i was drawn from.
-  std::vector<int32_t> draw(std::span<const int32_t> hist, int n) {
-    // Keep what the session shares with hist (not the last token: its logits are needed).
-    const int keep = std::min(s_.shared_prefix(hist, 0), int(hist.size()) - 1);
-    s_.truncate(keep);
-    s_.eval(hist.subspan(size_t(keep)));
-    std::vector<int32_t> recent(hist.begin(), hist.end()), out;
-    q_.clear();
-    while (int(out.size()) < n) {
-      const std::vector<float>& logits = s_.logits();
-      std::vector<TokenProb> q = sampler_.probabilities(logits, recent);
-      const int32_t x = sampler_.draw(q);
-      if (p_min_ > 0 && own_probability(logits, x) < p_min_) break;  // 0: no softmax to pay
-      out.push_back(x);
-      recent.push_back(x);
-      q_.push_back(std::move(q));
-      if (int(out.size()) < n) s_.eval(std::span<const int32_t>(&x, 1));
-    }
-    return out;
-  }
-  const std::vector<std::vector<TokenProb>>& q() const { return q_; }
-
- private:
-  // softmax(logits)[x] at temperature 1: how sure the draft model is of its token.
-  float own_probability(std::span<const float> logits, int32_t x) {
-    soft_.assign(logits.begin(), logits.end());
-    kernels::softmax(soft_.data(), int64_t(soft_.size()));
-    return soft_[size_t(x)];
-  }
-
-  Session& s_;
-  Sampler& sampler_;
-  float p_min_;
-  std::vector<std::vector<TokenProb>> q_;
-  std::vector<float> soft_;  // own_probability's scratch
-};
-
 }  // namespace
+
+Drafter::Drafter(Session& s, Sampler& sampler, float p_min, int seq)
+    : s_(s), sampler_(sampler), p_min_(p_min), seq_(seq) {}
+
+std::vector<int32_t> Drafter::draw(std::span<const int32_t> hist, int n) {
+  // Keep what the sequence shares with hist (not the last token: its logits are needed).
+  const int keep = std::min(s_.shared_prefix(hist, seq_), int(hist.size()) - 1);
+  s_.truncate(keep, seq_);
+  eval(hist.subspan(size_t(keep)));
+  std::vector<int32_t> recent(hist.begin(), hist.end()), out;
+  q_.clear();
+  while (int(out.size()) < n) {
+    const std::vector<float>& logits = s_.logits(seq_);
+    std::vector<TokenProb> q = sampler_.probabilities(logits, recent);
+    const int32_t x = sampler_.draw(q);
+    if (p_min_ > 0 && own_probability(logits, x) < p_min_) break;  // 0: no softmax to pay
+    out.push_back(x);
+    recent.push_back(x);
+    q_.push_back(std::move(q));
+    if (int(out.size()) < n) eval(std::span<const int32_t>(&x, 1));
+  }
+  return out;
+}
+
+void Drafter::eval(std::span<const int32_t> tokens) {
+  const SeqTokens work{seq_, tokens};
+  s_.eval_batch(std::span<const SeqTokens>(&work, 1));
+}
+
+float Drafter::own_probability(std::span<const float> logits, int32_t x) {
+  soft_.assign(logits.begin(), logits.end());
+  kernels::softmax(soft_.data(), int64_t(soft_.size()));
+  return soft_[size_t(x)];
+}
 
 GenerateResult generate(Session& session, Sampler& sampler, const GenerateOptions& opts,
                         const std::function<bool(int32_t, const std::string&)>& on_text) {

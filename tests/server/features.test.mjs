@@ -260,22 +260,30 @@ describe('tool calls (Llama 3.1 template)', () => {
   });
 });
 
-// --lookup (speculative decoding by prompt lookup) changes the speed, not the replies: the same
-// requests, several at once, greedy and sampled, with log probabilities, answer as on a server
-// without it, and /metrics counts the drafts kept. On the trained model (converted here), whose
-// text repeats, so drafts are kept; random models hardly ever pick a drafted token.
-describe('--lookup', () => {
+// --lookup (speculative decoding by prompt lookup) and --draft (by a draft model: here the
+// same model quantized to Q4_0) change the speed, not the replies: the same requests, several
+// at once, with log probabilities, answer as on a server without them (greedy ones token for
+// token with either; sampled ones too with --lookup, whose sampler sees the same draws, while
+// a draft model's standard rule keeps only the distribution), and /metrics counts the drafts
+// kept. On the trained model (converted here), whose text repeats, so drafts are kept; random
+// models hardly ever pick a drafted token.
+describe('--lookup, --draft', () => {
   const dir = mkdtempSync(join(tmpdir(), 'krafla-lookup-'));
   const model = join(dir, 'brown-q8_0.mlb');
+  const draft = join(dir, 'brown-q4_0.mlb');
   before(() => {  // registered first, so it runs before the servers' own before() hooks
-    const conv = spawnSync(process.env.ML_PYTHON ?? '/usr/bin/python3',
-      [join(ROOT, 'tools', 'convert.py'), join(ROOT, 'models', 'brown-llama'), '-o', model, '--quant', 'q8_0'],
-      { encoding: 'utf8' });
-    assert.equal(conv.status, 0, conv.stderr);
+    for (const [out, quant] of [[model, 'q8_0'], [draft, 'q4_0']]) {
+      const conv = spawnSync(process.env.ML_PYTHON ?? '/usr/bin/python3',
+        [join(ROOT, 'tools', 'convert.py'), join(ROOT, 'models', 'brown-llama'), '-o', out, '--quant', quant],
+        { encoding: 'utf8' });
+      assert.equal(conv.status, 0, conv.stderr);
+    }
   });
+  const common = ['--ctx', '256', '-t', '1', '--parallel', '2'];
   const servers = {
-    plain: withServer(['--ctx', '256', '-t', '1', '--parallel', '2'], { model }),
-    fast: withServer(['--ctx', '256', '-t', '1', '--parallel', '2', '--lookup', '6'], { model }),
+    plain: withServer(common, { model }),
+    lookup: withServer([...common, '--lookup', '6'], { model }),
+    draft: withServer([...common, '--draft', draft, '--draft-max', '4', '--draft-p-min', '0'], { model }),
   };
   after(() => rmSync(dir, { recursive: true, force: true }));
   const prompts = [
@@ -284,22 +292,33 @@ describe('--lookup', () => {
     'He said that the man who was in the house was not',
     'It is not',
   ];
+  const ask = ({ srv, client }) => Promise.all(prompts.flatMap((prompt, i) => [
+    client.completions.create({ model: srv.model, prompt, max_tokens: 64, temperature: 0, logprobs: 2 }),
+    client.completions.create({ model: srv.model, prompt, max_tokens: 64, temperature: 0.7, seed: 10 + i }),
+  ]));
+  const kept = async ({ srv }) => {
+    const metrics = await (await fetch(`${srv.url}/metrics`)).text();
+    const n = (name) => Number(new RegExp(`krafla_${name}_tokens_total\\{[^}]*\\} (\\d+)`).exec(metrics)[1]);
+    assert.ok(n('accepted') > 0 && n('accepted') <= n('drafted'), metrics);
+  };
+  let plain;
+  before(async () => { plain = await ask(servers.plain); });
 
-  test('the same replies as without it, and drafts are kept', async () => {
-    const ask = ({ srv, client }) => Promise.all(prompts.flatMap((prompt, i) => [
-      client.completions.create({ model: srv.model, prompt, max_tokens: 64, temperature: 0, logprobs: 2 }),
-      client.completions.create({ model: srv.model, prompt, max_tokens: 64, temperature: 0.7, seed: 10 + i }),
-    ]));
-    const [a, b] = [await ask(servers.plain), await ask(servers.fast)];
-    for (let i = 0; i < a.length; i++) {
-      assert.equal(b[i].choices[0].text, a[i].choices[0].text, `request ${i}`);
-      assert.deepEqual(b[i].choices[0].logprobs, a[i].choices[0].logprobs, `request ${i} logprobs`);
-      // (cached_tokens depends on which slot a request found free)
-      assert.equal(b[i].usage.completion_tokens, a[i].usage.completion_tokens, `request ${i} usage`);
-    }
-    const metrics = await (await fetch(`${servers.fast.srv.url}/metrics`)).text();
-    const kept = Number(/krafla_accepted_tokens_total\{[^}]*\} (\d+)/.exec(metrics)[1]);
-    const drafted = Number(/krafla_drafted_tokens_total\{[^}]*\} (\d+)/.exec(metrics)[1]);
-    assert.ok(kept > 0 && kept <= drafted, metrics);
-  });
+  for (const [name, sampledToo] of [['lookup', true], ['draft', false]]) {
+    test(`--${name}: the same replies as without it, and drafts are kept`, async () => {
+      const b = await ask(servers[name]);
+      for (let i = 0; i < plain.length; i++) {
+        if (i % 2 && !sampledToo) {
+          assert.ok(b[i].usage.completion_tokens > 0, `request ${i} usage`);
+          continue;
+        }
+        const a = plain;
+        assert.equal(b[i].choices[0].text, a[i].choices[0].text, `request ${i}`);
+        assert.deepEqual(b[i].choices[0].logprobs, a[i].choices[0].logprobs, `request ${i} logprobs`);
+        // (cached_tokens depends on which slot a request found free)
+        assert.equal(b[i].usage.completion_tokens, a[i].usage.completion_tokens, `request ${i} usage`);
+      }
+      await kept(servers[name]);
+    });
+  }
 });

@@ -51,10 +51,13 @@ struct Job {
   int slot = -1;
   size_t fed = 0;     // prompt tokens in the slot's cache
   int32_t next = -1;  // a sampled token still to feed to the slot, or -1
-  // --lookup: the step feeds `feed` (next, then its draft) and keeps every row's logits
+  // --lookup, --draft: the step feeds `feed` (next, then its draft) and keeps every row's
+  // logits
   std::vector<int32_t> feed;
   size_t n_draft = 0;
   std::vector<float> rows;
+  std::optional<Sampler> draft_sampler;  // --draft: the request's settings, its own seed
+  std::optional<Drafter> drafter;        // --draft: the slot's sequence of the draft session
   int n_generated = 0;
   Sampler sampler;
   Tokenizer::StreamDecoder dec;
@@ -162,6 +165,18 @@ Engine::Engine(const Model& model, const SessionOptions& opts, std::string model
   chat_stop_ids_ = stop_ids_for(model, chat_name_);
   text_stop_ids_ = stop_ids_for(model, "");
   stats_.slots = session_.n_seqs();
+  if (eo_.draft_model && eo_.lookup <= 0 && !model.config().has_linear() &&
+      !eo_.draft_model->config().has_linear()) {
+    if (n_ctx_ > eo_.draft_model->config().max_ctx)
+      throw Error(
+          fmt::format("--draft: the draft model's context is at most {} tokens, less "
+                      "than the slots' {} (lower --ctx)",
+                      eo_.draft_model->config().max_ctx, n_ctx_));
+    SessionOptions so = opts;
+    so.n_ctx = n_ctx_;
+    so.share_threads = &session_;  // the scheduler thread runs both, one at a time
+    draft_session_.emplace(*eo_.draft_model, so);
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -176,6 +191,11 @@ void Engine::shut_down() {
     stopping_ = true;
   }
   wake_.notify_all();
+}
+
+std::string Engine::speculative() const {
+  if (eo_.lookup > 0 && !model_.config().has_linear()) return "lookup";
+  return draft_session_ ? "draft" : "";
 }
 
 EngineStats Engine::stats() const {
@@ -383,6 +403,7 @@ void Engine::loop() {
           j->result.error = e.what();
           finish(*j, "error");
           session_.truncate(0, slot);  // its cache may hold half a step
+          if (draft_session_) draft_session_->truncate(0, slot);
         }
     }
   }
@@ -449,18 +470,27 @@ std::span<const float> Engine::constrain(Job& j) {
   return j.masked;
 }
 
-// What the next step feeds j's slot: the token it sampled, then (with --lookup) a draft of
-// what may follow it, no longer than the tokens the request and the context have left.
+// What the next step feeds j's slot: the token it sampled, then (with --lookup or --draft) a
+// draft of what may follow it, no longer than the tokens the request and the context have
+// left.
 void Engine::draft(Job& j) {
   j.feed.assign(1, j.next);
   j.n_draft = 0;
-  if (eo_.lookup <= 0 || j.matcher || model_.config().has_linear()) return;
+  const bool lookup = eo_.lookup > 0 && !model_.config().has_linear();
+  if ((!lookup && !draft_session_) || j.matcher) return;
   std::vector<int32_t> hist = session_.history(j.slot);
   hist.push_back(j.next);
-  int cap = std::min(eo_.lookup, n_ctx_ - int(hist.size()));
+  int cap = std::min(lookup ? eo_.lookup : eo_.draft_max, n_ctx_ - int(hist.size()));
   if (j.r.max_tokens >= 0) cap = std::min(cap, j.r.max_tokens - j.n_generated - 1);
   if (cap <= 0) return;
-  const std::vector<int32_t> d = lookup_draft(hist, eo_.lookup_ngram, cap);
+  if (!lookup && !j.drafter) {
+    SamplerParams p = Job::seeded(j.r.sampler, j.choice);
+    p.seed ^= 0x9E3779B97F4A7C15ull;  // not the main sampler's stream
+    j.draft_sampler.emplace(p);
+    j.drafter.emplace(*draft_session_, *j.draft_sampler, eo_.draft_p_min, j.slot);
+  }
+  const std::vector<int32_t> d =
+      lookup ? lookup_draft(hist, eo_.lookup_ngram, cap) : j.drafter->draw(hist, cap);
   j.feed.insert(j.feed.end(), d.begin(), d.end());
   j.n_draft = d.size();
 }
@@ -477,7 +507,9 @@ void Engine::advance(Job& j) {
                                                  : std::span<const float>(session_.logits(j.slot));
     const int pos = base + int(std::min(r + 1, j.feed.size()));  // tokens before the new one
     int32_t id = -1;
-    const char* end = take(j, row, pos, id);
+    const bool ruled = j.drafter && r < j.n_draft;  // a draft model's token: the standard rule
+    const char* end =
+        ruled ? take(j, row, pos, id, &j.feed[r + 1], j.drafter->q()[r]) : take(j, row, pos, id);
     if (!end && r < j.n_draft && id == j.feed[r + 1]) continue;
     if (j.n_draft) {
       session_.truncate(pos, j.slot);
@@ -491,12 +523,15 @@ void Engine::advance(Job& j) {
   }
 }
 
-const char* Engine::take(Job& j, std::span<const float> row, int pos, int32_t& id) {
+const char* Engine::take(Job& j, std::span<const float> row, int pos, int32_t& id,
+                         const int32_t* drafted, std::span<const TokenProb> q) {
   if (j.r.max_tokens >= 0 && j.n_generated >= j.r.max_tokens) return "length";
   if (j.matcher && j.matcher->done() && j.stop_ids.empty()) return "stop";
   const std::span<const float> logits = j.matcher ? constrain(j) : row;
   const std::vector<int32_t>& hist = session_.history(j.slot);
-  id = j.sampler.sample(logits, std::span<const int32_t>(hist).first(size_t(pos)));
+  const auto recent = std::span<const int32_t>(hist).first(size_t(pos));
+  id = drafted ? j.sampler.sample_draft(logits, recent, *drafted, q)
+               : j.sampler.sample(logits, recent);
   if (std::find(j.stop_ids.begin(), j.stop_ids.end(), id) != j.stop_ids.end()) return "stop";
   if (j.matcher) accept_json(j, model_.tokenizer().piece(id));
   ++j.n_generated;

@@ -63,6 +63,14 @@ struct EngineOptions {
   // or a response_format (the JSON matcher judges one token at a time).
   int lookup = 0;
   int lookup_ngram = 3;
+  // Speculative decoding with a draft model (same tokenizer, far smaller; it must outlive the
+  // engine): each slot's draft sequence follows the slot, and up to draft_max tokens drawn from
+  // it (the request's sampling settings, a seed of its own) are checked in the same step by
+  // the standard rule (Sampler::sample_draft). Null: off; ignored when lookup is on. Not with
+  // DeltaNet layers or a response_format.
+  const Model* draft_model = nullptr;
+  int draft_max = 8;
+  float draft_p_min = 0.5f;
 };
 
 // What the scheduler and the waiting HTTP thread share for one request (engine.cpp).
@@ -74,7 +82,7 @@ struct EngineStats {
   uint64_t steps = 0;                              // forward steps of the scheduler
   double prefill_seconds = 0, decode_seconds = 0;  // time in steps with / without prompt rows
   uint64_t prefill_step_tokens = 0, decode_step_tokens = 0;
-  uint64_t drafted_tokens = 0, accepted_tokens = 0;  // --lookup
+  uint64_t drafted_tokens = 0, accepted_tokens = 0;  // --lookup, --draft
   int queued = 0, active = 0, slots = 0;
 };
 
@@ -109,6 +117,9 @@ class Engine {
   int n_ctx() const { return n_ctx_; }
   int n_slots() const { return session_.n_seqs(); }
   size_t kv_bytes() const { return session_.kv_bytes(); }
+  // The speculative decoding the slots run: "" (none), "lookup" or "draft" (asked for, and the
+  // models allow it).
+  std::string speculative() const;
   EngineStats stats() const;
 
  private:
@@ -119,7 +130,10 @@ class Engine {
   void advance(Job& j);  // sample j's next token(s) after a step
   // Samples j's next token from `row` (the logits after the first `pos` cached tokens) into
   // id and emits it; returns why j ends ("stop", "length"), or null to go on.
-  const char* take(Job& j, std::span<const float> row, int pos, int32_t& id);
+  // With `drafted` (a draft model's token for this row, drawn from the distribution q), the
+  // token is picked by the standard rule instead.
+  const char* take(Job& j, std::span<const float> row, int pos, int32_t& id,
+                   const int32_t* drafted = nullptr, std::span<const TokenProb> q = {});
   void emit(Job& j, const std::string& text, std::vector<TokenLogprob> lps = {});
   std::span<const float> constrain(Job& j);  // the logits a response_format allows
   void accept_json(Job& j, const std::string& piece);
@@ -131,6 +145,7 @@ class Engine {
   std::vector<int32_t> chat_stop_ids_, text_stop_ids_;
   EngineOptions eo_;
   Session session_;  // one sequence per slot; used by the scheduler thread only
+  std::optional<Session> draft_session_;      // --draft: the draft model's, a sequence per slot
   std::unique_ptr<TokenFilter> json_filter_;  // built for the first response_format request
   int n_ctx_;
 

@@ -39,9 +39,9 @@ std::string metrics_text(const EngineStats& s, const std::string& model_id) {
          s.prefill_seconds, l);
   metric(out, "decode_seconds_total", "counter", "Seconds in steps of generated tokens only.",
          s.decode_seconds, l);
-  metric(out, "drafted_tokens_total", "counter", "Tokens drafted by --lookup.",
+  metric(out, "drafted_tokens_total", "counter", "Tokens drafted by --lookup or --draft.",
          double(s.drafted_tokens), l);
-  metric(out, "accepted_tokens_total", "counter", "Drafted tokens kept (--lookup).",
+  metric(out, "accepted_tokens_total", "counter", "Drafted tokens kept (--lookup, --draft).",
          double(s.accepted_tokens), l);
   metric(out, "requests_queued", "gauge", "Requests waiting for a free slot.", s.queued, l);
   metric(out, "slots_busy", "gauge", "Slots serving a request.", s.active, l);
