@@ -64,8 +64,8 @@ SessionOptions session_options(const Args& a) {
 int dump_logits(const Model& model, const Args& a) {
   const std::vector<int32_t> ids = cli::parse_ids(a.tokens);
   if (ids.empty()) throw Error("--tokens: no token ids given");
-  SessionOptions so{a.threads, a.ctx > 0 ? a.ctx : std::max<int>(int(ids.size()), 1), a.batch};
-  so.delta_chunk = a.delta_chunk;
+  SessionOptions so = session_options(a);  // --kv and --delta-chunk included
+  if (so.n_ctx <= 0) so.n_ctx = std::max<int>(int(ids.size()), 1);
   if (so.n_ctx > model.config().max_ctx) so.n_ctx = model.config().max_ctx;
   Session s(model, so);
   std::vector<float> logits;

@@ -120,6 +120,26 @@ def check_ignore_eos(exe, work: str, tmp: str) -> None:
     assert "generated: 6 tokens" in ignored, ignored
 
 
+def check_logits_kv(exe, work: str, tmp: str) -> None:
+    """--tokens … --logits honours --kv: the F16 and Q8_0 caches give logits that differ from
+    the F32 cache's (they were identical while that path ignored the flag) by their rounding
+    only (the F32 cache's logits are checked against the numpy forward in e2e.logits.*)."""
+    model = os.path.join(work, "llama-f32.mlb")
+    ids = ",".join(
+        must([exe("ml_tok"), model, "encode", "The cache holds every key and value"]).stdout.split()
+    )
+    out = {}
+    for kv in ("f32", "f16", "q8_0"):
+        path = os.path.join(tmp, f"kv-{kv}.npy")
+        must([exe("ml_run"), "-m", model, "-q", "--tokens", ids, "--logits", path, "--kv", kv])
+        out[kv] = np.load(path)
+    scale = float(np.abs(out["f32"]).max())
+    for kv, tol in (("f16", 1e-2), ("q8_0", 5e-2)):
+        diff = float(np.abs(out[kv] - out["f32"]).max())
+        print(f"--logits --kv {kv}: max |diff| {diff:.3g} of logits up to {scale:.3g}")
+        assert 0 < diff < tol * scale, (kv, diff, scale)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--bin", required=True)
@@ -158,6 +178,7 @@ def main() -> None:
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
         check_ignore_eos(exe, a.work, tmp)
+        check_logits_kv(exe, a.work, tmp)
 
         # -q drops the load line; without it there is exactly one, naming the model file.
         loud = must(ml_run + ["-p", "Hi", "-n", "2", "--temp", "0"]).stderr
