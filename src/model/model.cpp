@@ -101,7 +101,7 @@ void pack_all(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& pool)
   const int64_t tile = kernels::row_tile();
   for (const ToPack& tp : mats) {
     Matrix* x = tp.m;  // (clang 14 cannot capture a structured binding)
-    x->packed.resize(kernels::packed_size(x->type, x->rows, x->cols));
+    x->packed.resize(kernels::packed_size(x->type, x->rows, x->cols), Pages::Huge);
     const auto rb = int64_t(kernels::row_bytes(x->type, x->cols));
     const int64_t block = std::max(tile, (int64_t(16) << 20) / rb / tile * tile);
     for (int64_t b0 = 0; b0 < x->rows; b0 += block) {
