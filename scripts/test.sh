@@ -19,8 +19,7 @@ for p in $presets; do
   else
     # Only the kernel-dependent tests run again below: ml_server (its tests are the server
     # label's) is left out of this build.
-    cmake --preset "$p" -DKRAFLA_BUILD_SERVER=OFF >/dev/null
-    cmake --build --preset "$p" -j "${KRAFLA_JOBS:-$(nproc)}" >/dev/null
+    scripts/build.sh "$p" -DKRAFLA_BUILD_SERVER=OFF >/dev/null
   fi
   # The e2e models do not depend on the ISA: a passed preset hands its fixture on (e2e.setup
   # sees its stamp and keeps it instead of generating the models again, ~90 s).

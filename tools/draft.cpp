@@ -65,17 +65,8 @@ Drafting::Drafting(const Model* draft, const DraftArgs& d, const Session& main,
                    const SamplerParams& sp)
     : d_(d) {
   if (!draft) return;
-  if (main.n_ctx() > draft->config().max_ctx)
-    throw Error(
-        fmt::format("--draft {}: its context is at most {} tokens, less than the "
-                    "model's {} (lower --ctx)",
-                    d.path, draft->config().max_ctx, main.n_ctx()));
-  SessionOptions so{main.n_threads(), main.n_ctx(), main.n_batch(), main.kv_type()};
-  so.share_threads = &main;
-  session_.emplace(*draft, so);
-  SamplerParams ds = sp;
-  ds.seed = sp.seed ^ 0x9E3779B97F4A7C15ull;
-  sampler_.emplace(ds);
+  session_.emplace(*draft, draft_session_options(*draft, main, "--draft " + d.path));
+  sampler_.emplace(draft_sampler_params(sp));
 }
 
 void Drafting::apply(GenerateOptions& go) {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "krafla/sampler.h"
@@ -80,6 +81,14 @@ class Drafter {
   std::vector<std::vector<TokenProb>> q_;
   std::vector<float> soft_;  // own_probability's scratch
 };
+
+// A draft model's session beside `main` (generate()'s draft_session, ml_server's slots): main's
+// threads (shared), context, batch, KV type and number of sequences. Throws krafla::Error,
+// starting with `name` (e.g. "--draft FILE"), when the draft model's context is shorter.
+SessionOptions draft_session_options(const Model& draft, const Session& main,
+                                     std::string_view name);
+// The draft model's sampler: main's settings with a seed of its own (not main's stream).
+SamplerParams draft_sampler_params(SamplerParams main);
 
 // Precondition: session.logits() are the last prompt token's logits. For every sampled token,
 // on_text(id, text) receives the text it completes (valid UTF-8, possibly empty); returning

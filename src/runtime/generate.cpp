@@ -1,11 +1,14 @@
 #include "krafla/generate.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <optional>
 
 #include "kernels/kernels.h"
 #include "krafla/chat.h"
+#include "krafla/error.h"
 
 namespace krafla {
 
@@ -30,6 +33,23 @@ bool is_stop(const GenerateOptions& opts, int32_t id) {
 }
 
 }  // namespace
+
+SessionOptions draft_session_options(const Model& draft, const Session& main,
+                                     std::string_view name) {
+  if (main.n_ctx() > draft.config().max_ctx)
+    throw Error(
+        fmt::format("{}: its context is at most {} tokens, less than the model's {} "
+                    "(lower --ctx)",
+                    name, draft.config().max_ctx, main.n_ctx()));
+  SessionOptions so{main.n_threads(), main.n_ctx(), main.n_batch(), main.kv_type(), main.n_seqs()};
+  so.share_threads = &main;  // used from one thread, one session at a time
+  return so;
+}
+
+SamplerParams draft_sampler_params(SamplerParams main) {
+  main.seed ^= 0x9E3779B97F4A7C15ull;
+  return main;
+}
 
 Drafter::Drafter(Session& s, Sampler& sampler, float p_min, int seq)
     : s_(s), sampler_(sampler), p_min_(p_min), seq_(seq) {}

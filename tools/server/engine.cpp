@@ -158,6 +158,7 @@ Engine::Engine(const Model& model, const SessionOptions& opts, std::string model
       model_id_(std::move(model_id)),
       chat_name_(chat_name.empty() ? model.config().chat_template : std::move(chat_name)),
       eo_(eo),
+      lookup_(eo.lookup > 0 && !model.config().has_linear()),
       session_(model, opts),
       n_ctx_(session_.n_ctx()),
       slots_(size_t(session_.n_seqs())) {
@@ -165,18 +166,11 @@ Engine::Engine(const Model& model, const SessionOptions& opts, std::string model
   chat_stop_ids_ = stop_ids_for(model, chat_name_);
   text_stop_ids_ = stop_ids_for(model, "");
   stats_.slots = session_.n_seqs();
-  if (eo_.draft_model && eo_.lookup <= 0 && !model.config().has_linear() &&
-      !eo_.draft_model->config().has_linear()) {
-    if (n_ctx_ > eo_.draft_model->config().max_ctx)
-      throw Error(
-          fmt::format("--draft: the draft model's context is at most {} tokens, less "
-                      "than the slots' {} (lower --ctx)",
-                      eo_.draft_model->config().max_ctx, n_ctx_));
-    SessionOptions so = opts;
-    so.n_ctx = n_ctx_;
-    so.share_threads = &session_;  // the scheduler thread runs both, one at a time
-    draft_session_.emplace(*eo_.draft_model, so);
-  }
+  // The scheduler thread runs both sessions, one at a time.
+  if (eo_.draft_model && !lookup_ && !model.config().has_linear() &&
+      !eo_.draft_model->config().has_linear())
+    draft_session_.emplace(*eo_.draft_model,
+                           draft_session_options(*eo_.draft_model, session_, "--draft"));
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -194,7 +188,7 @@ void Engine::shut_down() {
 }
 
 std::string Engine::speculative() const {
-  if (eo_.lookup > 0 && !model_.config().has_linear()) return "lookup";
+  if (lookup_) return "lookup";
   return draft_session_ ? "draft" : "";
 }
 
@@ -476,21 +470,18 @@ std::span<const float> Engine::constrain(Job& j) {
 void Engine::draft(Job& j) {
   j.feed.assign(1, j.next);
   j.n_draft = 0;
-  const bool lookup = eo_.lookup > 0 && !model_.config().has_linear();
-  if ((!lookup && !draft_session_) || j.matcher) return;
+  if ((!lookup_ && !draft_session_) || j.matcher) return;
   std::vector<int32_t> hist = session_.history(j.slot);
   hist.push_back(j.next);
-  int cap = std::min(lookup ? eo_.lookup : eo_.draft_max, n_ctx_ - int(hist.size()));
+  int cap = std::min(lookup_ ? eo_.lookup : eo_.draft_max, n_ctx_ - int(hist.size()));
   if (j.r.max_tokens >= 0) cap = std::min(cap, j.r.max_tokens - j.n_generated - 1);
   if (cap <= 0) return;
-  if (!lookup && !j.drafter) {
-    SamplerParams p = Job::seeded(j.r.sampler, j.choice);
-    p.seed ^= 0x9E3779B97F4A7C15ull;  // not the main sampler's stream
-    j.draft_sampler.emplace(p);
+  if (!lookup_ && !j.drafter) {
+    j.draft_sampler.emplace(draft_sampler_params(Job::seeded(j.r.sampler, j.choice)));
     j.drafter.emplace(*draft_session_, *j.draft_sampler, eo_.draft_p_min, j.slot);
   }
   const std::vector<int32_t> d =
-      lookup ? lookup_draft(hist, eo_.lookup_ngram, cap) : j.drafter->draw(hist, cap);
+      lookup_ ? lookup_draft(hist, eo_.lookup_ngram, cap) : j.drafter->draw(hist, cap);
   j.feed.insert(j.feed.end(), d.begin(), d.end());
   j.n_draft = d.size();
 }

@@ -144,6 +144,7 @@ class Engine {
   std::string chat_name_;
   std::vector<int32_t> chat_stop_ids_, text_stop_ids_;
   EngineOptions eo_;
+  bool lookup_;      // --lookup asked for and the model allows it (no DeltaNet layers)
   Session session_;  // one sequence per slot; used by the scheduler thread only
   std::optional<Session> draft_session_;      // --draft: the draft model's, a sequence per slot
   std::unique_ptr<TokenFilter> json_filter_;  // built for the first response_format request
