@@ -196,7 +196,11 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const fl
   void axpy_f32(float a, const float* x, float* y, int64_t n) { vec::axpy<V>(a, x, y, n); } \
   void dot_rows_f32(const float* q, const float* k, int64_t n, int64_t d, float scale,      \
                     float* out) {                                                           \
-    for (int64_t j = 0; j < n; ++j) out[j] = dot_f32(q, k + j * d, d) * scale;              \
+    if constexpr (requires { V::dot_rows(q, k, n, d, scale, out); }) {                      \
+      V::dot_rows(q, k, n, d, scale, out); /* the ISA's own, bitwise the loop below */      \
+    } else {                                                                                \
+      for (int64_t j = 0; j < n; ++j) out[j] = dot_f32(q, k + j * d, d) * scale;            \
+    }                                                                                       \
   }                                                                                         \
   void axpy_rows_f32(const float* w, const float* v, int64_t n, int64_t d, float* out) {    \
     vec::axpy_rows<V>(w, v, n, d, out);                                                     \

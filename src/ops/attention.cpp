@@ -131,23 +131,50 @@ void AttentionBlock::attend(const LayerConfig& lc, int layer, const BatchLayout&
   // Units of work: (token, KV head) with the whole query group, so each cached K/V row is read
   // once per group; when that leaves threads idle (decode with few KV heads), (token, head).
   // Either way each head's result is bit-identical (attend_group).
-  const int per_unit = int64_t{n} * c_.n_kv_heads >= mm_.pool().size() ? group : 1;
+  ThreadPool& pool = mm_.pool();
+  const int per_unit = int64_t{n} * c_.n_kv_heads >= pool.size() ? group : 1;
   const int64_t heads_per_tok = c_.n_heads / per_unit;
-  mm_.pool().split(int64_t{n} * heads_per_tok, [&](int ti, int64_t u0, int64_t u1) {
+  const auto first_key = [&](int64_t t) {  // sliding window (Mistral, Gemma local layers)
+    return lc.window > 0 ? std::max<int64_t>(0, b.pos(t) - lc.window + 1) : 0;
+  };
+  // A causal prompt's later tokens have more keys: the threads split the units by their key
+  // counts, not by their number (a unit's result does not depend on the thread that runs it).
+  const int nt = pool.size();
+  const int64_t units = int64_t{n} * heads_per_tok;
+  bounds_.assign(size_t(nt) + 1, units);
+  bounds_[0] = 0;
+  if (nt > 1) {
+    constexpr int64_t kUnitCost = 16;  // a unit's fixed work, in keys
+    int64_t total = 0;
+    for (int t = 0; t < n; ++t) total += b.pos(t) + 1 - first_key(t) + kUnitCost;
+    int64_t done = 0;
+    int next = 1;
+    for (int t = 0; t < n && next < nt; ++t) {
+      const int64_t cost = b.pos(t) + 1 - first_key(t) + kUnitCost;
+      for (int64_t h = 0; h < heads_per_tok && next < nt; ++h) {
+        while (next < nt && done * nt >= total * heads_per_tok * next)
+          bounds_[size_t(next++)] = t * heads_per_tok + h;
+        done += cost;
+      }
+    }
+  }
+  const auto work = [&](int ti) {
     float* scores = scores_.data<float>() + size_t(ti) * group * n_ctx_;
-    for (int64_t u = u0; u < u1; ++u) {
+    for (int64_t u = bounds_[size_t(ti)]; u < bounds_[size_t(ti) + 1]; ++u) {
       const int64_t t = u / heads_per_tok, h = (u % heads_per_tok) * per_unit;
-      const int64_t pos = b.pos(t);
-      const KvCache& kv = b.seg(t).seq->kv;
-      // Sliding window (Mistral, Gemma local layers): keys at distance < window.
-      const int64_t first = lc.window > 0 ? std::max<int64_t>(0, pos - lc.window + 1) : 0;
-      const KvCache::HeadView cached = kv.head(layer, int(h / group));
+      const int64_t pos = b.pos(t), first = first_key(t);
+      const KvCache::HeadView cached = b.seg(t).seq->kv.head(layer, int(h / group));
       attend_group(q_.data<float>() + t * q_dim + h * hd, per_unit, cached, first, pos + 1 - first,
                    c_.attn_scale, c_.attn_softcap, scores,
                    kv_rows_.data<float>() + size_t(ti) * kKvRows * hd,
                    att_.data<float>() + t * q_dim + h * hd);
     }
-  });
+  };
+  if (units == 1) {
+    work(0);
+  } else {
+    pool.run(work);
+  }
 }
 
 // Qwen3.5: out = attention * sigmoid(gate), element-wise.

@@ -71,6 +71,7 @@ class AttentionBlock {
   AlignedBuffer gate_;           // (batch, n_heads*head_dim) with attn_gate
   AlignedBuffer scores_;         // (threads, group, ctx)
   AlignedBuffer kv_rows_;        // (threads, kKvRows, head_dim): converted F16/Q8_0 rows
+  std::vector<int64_t> bounds_;  // attend(): thread i's units are [bounds_[i], bounds_[i+1])
 };
 
 }  // namespace krafla
