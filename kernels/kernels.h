@@ -75,10 +75,12 @@ size_t row_bytes(WType t, int64_t cols);
   void axpy_f32(float a, const float* x, float* y, int64_t n);                                 \
   /* Attention's two row loops, with the arithmetic of the calls they replace:                 \
      out[j] = dot_f32(q, k + j*d, d) * scale for j < n (n contiguous key rows), and            \
-     out += w[j] * v[j*d .. j*d+d) for j = 0..n-1 in order, as n axpy_f32 calls. */            \
+     for each of g query rows i: out[i*d ..) += w[i*ld_w + j] * v[j*d .. j*d+d) for            \
+     j = 0..n-1 in order, as n axpy_f32 calls (whatever g is). */                              \
   void dot_rows_f32(const float* q, const float* k, int64_t n, int64_t d, float scale,         \
                     float* out);                                                               \
-  void axpy_rows_f32(const float* w, const float* v, int64_t n, int64_t d, float* out);        \
+  void axpy_rows_f32(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,       \
+                     int64_t d, float* out);                                                   \
   void scale_f32(float* x, float s, int64_t n);                                                \
   /* One token of the gated delta rule on one head's state S [dk][dv] (row i: key dim i):      \
        S *= decay;  d = beta * (v - S^T k);  S += k d^T;  out = S^T q   (out: dv floats). */   \

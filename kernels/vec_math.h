@@ -119,6 +119,28 @@ void axpy_rows(const float* w, const float* v, int64_t n, int64_t d, float* out)
   }
 }
 
+// The table's row loops: the ISA's own (V::dot_rows, V::axpy_rows, bitwise these) where its
+// traits have one, else these loops of the single calls.
+template <class V, class Dot>
+void dot_rows(const float* q, const float* k, int64_t n, int64_t d, float scale, float* out,
+              Dot dot) {
+  if constexpr (requires { V::dot_rows(q, k, n, d, scale, out); }) {
+    V::dot_rows(q, k, n, d, scale, out);
+  } else {
+    for (int64_t j = 0; j < n; ++j) out[j] = dot(q, k + j * d, d) * scale;
+  }
+}
+
+template <class V>
+void axpy_rows(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n, int64_t d,
+               float* out) {
+  if constexpr (requires { V::axpy_rows(w, ld_w, g, v, n, d, out); }) {
+    V::axpy_rows(w, ld_w, g, v, n, d, out);
+  } else {
+    for (int64_t i = 0; i < g; ++i) axpy_rows<V>(w + i * ld_w, v, n, d, out + i * d);
+  }
+}
+
 template <class V>
 void scale(float* x, float s, int64_t n) {
   const typename V::F vs = V::set1(s);
@@ -196,14 +218,11 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const fl
   void axpy_f32(float a, const float* x, float* y, int64_t n) { vec::axpy<V>(a, x, y, n); } \
   void dot_rows_f32(const float* q, const float* k, int64_t n, int64_t d, float scale,      \
                     float* out) {                                                           \
-    if constexpr (requires { V::dot_rows(q, k, n, d, scale, out); }) {                      \
-      V::dot_rows(q, k, n, d, scale, out); /* the ISA's own, bitwise the loop below */      \
-    } else {                                                                                \
-      for (int64_t j = 0; j < n; ++j) out[j] = dot_f32(q, k + j * d, d) * scale;            \
-    }                                                                                       \
+    vec::dot_rows<V>(q, k, n, d, scale, out, dot_f32);                                      \
   }                                                                                         \
-  void axpy_rows_f32(const float* w, const float* v, int64_t n, int64_t d, float* out) {    \
-    vec::axpy_rows<V>(w, v, n, d, out);                                                     \
+  void axpy_rows_f32(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,    \
+                     int64_t d, float* out) {                                               \
+    vec::axpy_rows<V>(w, ld_w, g, v, n, d, out);                                            \
   }                                                                                         \
   void scale_f32(float* x, float s, int64_t n) { vec::scale<V>(x, s, n); }                  \
   void add_f32(const float* a, const float* b, float* out, int64_t n) {                     \

@@ -31,8 +31,7 @@ void attend_group(const float* q, int group, const KvCache::HeadView& kv, int64_
   for (int64_t j0 = 0; j0 < n_keys; j0 += kKvRows) {  // likewise a block of V rows
     const int64_t m = std::min(kKvRows, n_keys - j0);
     const float* v = kv.v_rows(first + j0, m, rows);
-    for (int g = 0; g < group; ++g)
-      K::axpy_rows_f32(scores + g * n_keys + j0, v, m, head_dim, out + g * head_dim);
+    K::axpy_rows_f32(scores + j0, n_keys, group, v, m, head_dim, out);
   }
 }
 

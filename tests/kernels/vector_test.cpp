@@ -106,31 +106,34 @@ TEST(Vector, Softmax) {
 }
 
 // Attention's row loops (dot_rows_f32, axpy_rows_f32) compute bit for bit what the dot_f32 /
-// axpy_f32 calls they replace do, in the built ISA and in scalar: the results of attention do
-// not change with how its keys are blocked.
+// axpy_f32 calls they replace do, in the built ISA and in scalar, for any number of query rows
+// at once: the results of attention do not change with how its keys or heads are blocked.
 TEST(Vector, RowLoopsEqualTheirCalls) {
   std::mt19937 rng(8);
-  for (int64_t d : {1, 7, 16, 33, 64, 100, 128, 129, 256}) {
+  for (int64_t d : {1, 7, 16, 33, 48, 64, 100, 128, 129, 256}) {
     for (int64_t n : {0, 1, 5, 16, 17, 40}) {
+      const int64_t g = 1 + (d + n) % 7, ld_w = n + 3;  // query rows, score row stride
       const auto q = random_floats(rng, d, -2.0f, 2.0f);
       const auto k = random_floats(rng, n * d, -2.0f, 2.0f);
-      const auto w = random_floats(rng, n, -1.0f, 1.0f);
-      const auto out0 = random_floats(rng, d, -1.0f, 1.0f);
+      const auto w = random_floats(rng, g * ld_w, -1.0f, 1.0f);
+      const auto out0 = random_floats(rng, g * d, -1.0f, 1.0f);
       std::vector<float> s(n), s_sc(n), o(out0), o_sc(out0), want(out0), want_sc(out0);
       dot_rows_f32(q.data(), k.data(), n, d, 0.125f, s.data());
       scalar::dot_rows_f32(q.data(), k.data(), n, d, 0.125f, s_sc.data());
-      axpy_rows_f32(w.data(), k.data(), n, d, o.data());
-      scalar::axpy_rows_f32(w.data(), k.data(), n, d, o_sc.data());
+      axpy_rows_f32(w.data(), ld_w, g, k.data(), n, d, o.data());
+      scalar::axpy_rows_f32(w.data(), ld_w, g, k.data(), n, d, o_sc.data());
       for (int64_t j = 0; j < n; ++j) {
         const float* kj = k.data() + j * d;
         ASSERT_EQ(s[j], dot_f32(q.data(), kj, d) * 0.125f) << "d=" << d << " n=" << n;
         ASSERT_EQ(s_sc[j], scalar::dot_f32(q.data(), kj, d) * 0.125f);
-        axpy_f32(w[j], kj, want.data(), d);
-        scalar::axpy_f32(w[j], kj, want_sc.data(), d);
+        for (int64_t i = 0; i < g; ++i) {
+          axpy_f32(w[i * ld_w + j], kj, want.data() + i * d, d);
+          scalar::axpy_f32(w[i * ld_w + j], kj, want_sc.data() + i * d, d);
+        }
       }
-      for (int64_t i = 0; i < d; ++i) {
-        ASSERT_EQ(o[i], want[i]) << "d=" << d << " n=" << n << " i=" << i;
-        ASSERT_EQ(o_sc[i], want_sc[i]) << "d=" << d << " n=" << n << " i=" << i;
+      for (int64_t i = 0; i < g * d; ++i) {
+        ASSERT_EQ(o[i], want[i]) << "d=" << d << " n=" << n << " g=" << g << " i=" << i;
+        ASSERT_EQ(o_sc[i], want_sc[i]) << "d=" << d << " n=" << n << " g=" << g << " i=" << i;
       }
     }
   }
