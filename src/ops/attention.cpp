@@ -15,8 +15,9 @@ void attend_group(const float* q, int group, const KvCache::HeadView& kv, int64_
                   int64_t n_keys, float scale, float softcap, float* scores, float* rows,
                   float* out) {
   const int64_t head_dim = kv.head_dim;
-  for (int64_t j0 = 0; j0 < n_keys; j0 += kKvRows) {  // a block of K rows, while in L1
-    const int64_t m = std::min(kKvRows, n_keys - j0);
+  int64_t m = 0;
+  for (int64_t j0 = 0; j0 < n_keys; j0 += m) {  // a block of K rows, while in L1
+    m = std::min({kKvRows, n_keys - j0, kv.run(first + j0)});
     const float* k = kv.k_rows(first + j0, m, rows);
     for (int g = 0; g < group; ++g)
       K::dot_rows_f32(q + g * head_dim, k, m, head_dim, scale, scores + g * n_keys + j0);
@@ -28,8 +29,8 @@ void attend_group(const float* q, int group, const KvCache::HeadView& kv, int64_
     K::softmax(s, n_keys);
   }
   std::memset(out, 0, sizeof(float) * head_dim * group);
-  for (int64_t j0 = 0; j0 < n_keys; j0 += kKvRows) {  // likewise a block of V rows
-    const int64_t m = std::min(kKvRows, n_keys - j0);
+  for (int64_t j0 = 0; j0 < n_keys; j0 += m) {  // likewise a block of V rows
+    m = std::min({kKvRows, n_keys - j0, kv.run(first + j0)});
     const float* v = kv.v_rows(first + j0, m, rows);
     K::axpy_rows_f32(scores + j0, n_keys, group, v, m, head_dim, out);
   }

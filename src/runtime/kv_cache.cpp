@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 
@@ -39,7 +40,7 @@ size_t kv_row_bytes(KvType t, int64_t head_dim) {
 }
 }  // namespace
 
-KvCache::KvCache(const ModelConfig& c, int n_ctx, KvType type)
+KvCache::KvCache(const ModelConfig& c, int n_ctx, KvType type, int64_t chunk_positions)
     : type_(type),
       n_ctx_(n_ctx),
       n_kv_heads_(c.n_kv_heads),
@@ -53,19 +54,29 @@ KvCache::KvCache(const ModelConfig& c, int n_ctx, KvType type)
   int n_slots = 0;
   for (const LayerConfig& l : c.layers)
     slot_.push_back(l.kind == LayerConfig::Kind::Attention ? n_slots++ : -1);
-  const size_t bytes = size_t(n_slots) * n_kv_heads_ * n_ctx * row_bytes_;
-  k_.resize(bytes);
-  v_.resize(bytes);
+  const size_t per_pos = std::max<size_t>(1, size_t(n_slots) * n_kv_heads_ * row_bytes_);
+  constexpr size_t kChunkBytes = size_t(2) << 20;  // a transparent huge page
+  const int64_t whole = (int64_t{std::max(n_ctx, 1)} + 31) / 32 * 32;
+  chunk_ = chunk_positions > 0
+               ? chunk_positions
+               : std::min(whole, std::max<int64_t>(32, int64_t(kChunkBytes / per_pos) / 32 * 32));
+  chunk_bytes_ = size_t(chunk_) * per_pos;
+  const size_t bytes = size_t((n_ctx + chunk_ - 1) / chunk_) * chunk_bytes_;
+  k_.resize(bytes, Pages::Huge);
+  v_.resize(bytes, Pages::Huge);
 }
 
 KvCache::HeadView KvCache::head(int layer, int kv_head) const {
-  const size_t offset = (size_t(slot_[layer]) * n_kv_heads_ + kv_head) * n_ctx_ * row_bytes_;
-  return {k_.data() + offset, v_.data() + offset, row_bytes_, type_, head_dim_};
+  const size_t offset = (size_t(slot_[layer]) * n_kv_heads_ + kv_head) * chunk_ * row_bytes_;
+  return {k_.data() + offset, v_.data() + offset, row_bytes_, type_, head_dim_, chunk_,
+          chunk_bytes_};
 }
 
 const float* KvCache::HeadView::rows(const uint8_t* base, int64_t pos, int64_t m,
                                      float* buf) const {
-  const uint8_t* p = base + pos * row_bytes;
+  if (m > run(pos))
+    throw Error(fmt::format("internal: KV rows {}..{} cross a chunk of {}", pos, pos + m, chunk));
+  const uint8_t* p = base + size_t(pos / chunk) * chunk_bytes + size_t(pos % chunk) * row_bytes;
   switch (type) {
     case KvType::F32:
       return reinterpret_cast<const float*>(p);
@@ -81,8 +92,9 @@ const float* KvCache::HeadView::rows(const uint8_t* base, int64_t pos, int64_t m
 
 void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const float* v) {
   const HeadView h = head(layer, kv_head);
-  uint8_t* dk = h.k + pos * row_bytes_;
-  uint8_t* dv = h.v + pos * row_bytes_;
+  const size_t at = size_t(pos / chunk_) * chunk_bytes_ + size_t(pos % chunk_) * row_bytes_;
+  uint8_t* dk = h.k + at;
+  uint8_t* dv = h.v + at;
   switch (type_) {
     case KvType::F32:
       std::memcpy(dk, k, row_bytes_);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "krafla/error.h"
@@ -25,7 +26,7 @@ ModelConfig hybrid() {
 
 TEST(KvCache, OneSlotPerAttentionLayerEachHeadItsOwnRows) {
   const ModelConfig c = hybrid();
-  KvCache kv(c, 16);
+  KvCache kv(c, 16, KvType::F32, 16);  // one chunk
   EXPECT_EQ(kv.type(), KvType::F32);
   EXPECT_EQ(kv.n_ctx(), 16);
   EXPECT_EQ(kv.row_bytes(), 8 * sizeof(float));
@@ -54,6 +55,43 @@ TEST(KvCache, OneSlotPerAttentionLayerEachHeadItsOwnRows) {
           ASSERT_EQ(view.v_rows(0, 16, buf.data())[p * 8 + i], value(l, h, p, i, true));
         }
     }
+}
+
+// Chunks of 5 positions (the last one partly past n_ctx): every row stays its own, the views
+// give contiguous runs to the end of each chunk, and memory is (chunk, slot, head, row): the
+// first positions of every layer and head come first.
+TEST(KvCache, ChunkedRowsStayTheirOwn) {
+  const ModelConfig c = hybrid();
+  KvCache kv(c, 16, KvType::F32, 5);
+  EXPECT_EQ(kv.chunk_positions(), 5);
+  EXPECT_EQ(kv.size_bytes(), 2 * size_t(4 * 2 * 2 * 5 * 8) * sizeof(float));  // 4 chunks
+  const auto value = [](int l, int h, int p, int i) { return float(l * 1000 + h * 100 + p + i); };
+  for (int l : {1, 3})
+    for (int h = 0; h < 2; ++h)
+      for (int p = 0; p < 16; ++p) {
+        std::vector<float> k(8), v(8);
+        for (int i = 0; i < 8; ++i) k[i] = value(l, h, p, i), v[i] = -value(l, h, p, i);
+        kv.store(l, h, p, k.data(), v.data());
+      }
+  std::vector<float> buf(16 * 8);
+  for (int l : {1, 3})
+    for (int h = 0; h < 2; ++h) {
+      const KvCache::HeadView view = kv.head(l, h);
+      EXPECT_EQ(view.run(0), 5);
+      EXPECT_EQ(view.run(7), 3);
+      for (int64_t p = 0; p < 16; p += view.run(p)) {
+        const int64_t m = std::min<int64_t>(view.run(p), 16 - p);
+        const float* k = view.k_rows(p, m, buf.data());
+        for (int64_t r = 0; r < m; ++r)
+          for (int i = 0; i < 8; ++i) ASSERT_EQ(k[r * 8 + i], value(l, h, int(p + r), i));
+        EXPECT_EQ(view.v_rows(p, 1, buf.data())[3], -value(l, h, int(p), 3));
+      }
+      EXPECT_THROW(view.k_rows(3, 3, buf.data()), Error);  // crosses into the next chunk
+    }
+  // Position 5 of slot 0, head 0 starts the second chunk.
+  EXPECT_EQ(kv.head(1, 0).k_rows(5, 1, buf.data())[0], value(1, 0, 5, 0));
+  EXPECT_EQ(kv.head(1, 0).k_rows(5, 1, buf.data()),
+            kv.head(1, 0).k_rows(0, 1, buf.data()) + 2 * 2 * 5 * 8);
 }
 
 // F16 and Q8_0 rows are stored through f32_to_f16 / quantize_row_q8_0 and read back through
