@@ -67,24 +67,12 @@ inline void store_n(float* p, __m256 v, int64_t n) {
   }
 }
 
-// dot_f32 before its horizontal sum: 8 lane sums, in two accumulators over 16-float steps.
-inline __m256 dot_lanes(const float* a, const float* b, int64_t n) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-  }
-  for (; i < n; i += 8) s0 = _mm256_fmadd_ps(load_n(a + i, n - i), load_n(b + i, n - i), s0);
-  return _mm256_add_ps(s0, s1);
-}
-
-// dot_rows_f32: 8 keys' dot_lanes summed together by shuffles (7 shuffle+add steps instead of
+// dot_rows_f32: 8 keys' vec::dot_lanes summed together by shuffles (7 shuffle+add steps instead of
 // 8 reductions), each sum in hsum's order (upper 128 + lower, lanes 2,3 + 0,1, then 1 + 0), so
 // bit for bit dot_f32's. The shuffles leave slot s's sum in output lane s / 2 + 4 * (s % 2),
 // so key j goes into slot 2 * (j % 4) + j / 4.
-inline void dot_rows8(const float* q, const float* k, int64_t n, int64_t d, float scale,
-                      float* out) {
+template <class V>
+void dot_rows8(const float* q, const float* k, int64_t n, int64_t d, float scale, float* out) {
   const __m256 sc = _mm256_set1_ps(scale);
   const auto key = [](int s) { return s / 2 + 4 * (s % 2); };
   int64_t j0 = 0;
@@ -93,8 +81,8 @@ inline void dot_rows8(const float* q, const float* k, int64_t n, int64_t d, floa
     __m256 a[4], b[2];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i) {  // 128-bit lanes: x0+x1 | y0+y1
-      const __m256 x = dot_lanes(q, kb + key(2 * i) * d, d);
-      const __m256 y = dot_lanes(q, kb + key(2 * i + 1) * d, d);
+      const __m256 x = vec::dot_lanes<V>(q, kb + key(2 * i) * d, d);
+      const __m256 y = vec::dot_lanes<V>(q, kb + key(2 * i + 1) * d, d);
       a[i] = _mm256_add_ps(_mm256_permute2f128_ps(x, y, 0x20), _mm256_permute2f128_ps(x, y, 0x31));
     }
 #pragma GCC unroll 2
@@ -107,37 +95,7 @@ inline void dot_rows8(const float* q, const float* k, int64_t n, int64_t d, floa
                                      _mm256_shuffle_ps(b[0], b[1], _MM_SHUFFLE(3, 1, 3, 1)));
     _mm256_storeu_ps(out + j0, _mm256_mul_ps(sum, sc));
   }
-  for (; j0 < n; ++j0) out[j0] = hsum(dot_lanes(q, k + j0 * d, d)) * scale;
-}
-
-// axpy_rows_f32 for 2 query rows at once over one 32-float column chunk c of d: each v row's
-// four vectors loaded once for both rows and kept in registers (see avx512vnni.cpp); each
-// row's lanes take the fma sequence of axpy_f32 calls.
-inline void axpy_rows2(const float* w, int64_t ld_w, const float* v, int64_t n, int64_t d,
-                       int64_t c, float* out) {
-  __m256 a[2][4];
-#pragma GCC unroll 2
-  for (int i = 0; i < 2; ++i)
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) a[i][u] = _mm256_loadu_ps(out + i * d + c + 8 * u);
-  for (int64_t j = 0; j < n; ++j) {
-    const float* r = v + j * d + c;
-    __m256 r0 = _mm256_loadu_ps(r), r1 = _mm256_loadu_ps(r + 8);
-    __m256 r2 = _mm256_loadu_ps(r + 16), r3 = _mm256_loadu_ps(r + 24);
-    __asm__("" : "+x"(r0), "+x"(r1), "+x"(r2), "+x"(r3));
-#pragma GCC unroll 2
-    for (int i = 0; i < 2; ++i) {
-      const __m256 x = _mm256_set1_ps(w[i * ld_w + j]);
-      a[i][0] = _mm256_fmadd_ps(x, r0, a[i][0]);
-      a[i][1] = _mm256_fmadd_ps(x, r1, a[i][1]);
-      a[i][2] = _mm256_fmadd_ps(x, r2, a[i][2]);
-      a[i][3] = _mm256_fmadd_ps(x, r3, a[i][3]);
-    }
-  }
-#pragma GCC unroll 2
-  for (int i = 0; i < 2; ++i)
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) _mm256_storeu_ps(out + i * d + c + 8 * u, a[i][u]);
+  for (; j0 < n; ++j0) out[j0] = hsum(vec::dot_lanes<V>(q, k + j0 * d, d)) * scale;
 }
 
 // The vector traits of vec_math.h and delta_step.h: ymm registers, masked tails, FMA.
@@ -176,18 +134,15 @@ struct Ymm {
     return _mm256_add_ps(acc, _mm256_and_ps(_mm256_castsi256_ps(lane_mask(n)), x));
   }
   static F round(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-  // Attention's row loops (vec_math.h's hooks): see dot_rows8 and axpy_rows2 above.
+  // Attention's row loops (vec_math.h's hooks): dot_rows8 above; 2 query rows per v-row load.
   static void dot_rows(const float* q, const float* k, int64_t n, int64_t d, float scale,
                        float* out) {
-    dot_rows8(q, k, n, d, scale, out);
+    dot_rows8<Ymm>(q, k, n, d, scale, out);
   }
+  static void pin(F& a, F& b, F& c, F& d) { __asm__("" : "+x"(a), "+x"(b), "+x"(c), "+x"(d)); }
   static void axpy_rows(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,
                         int64_t d, float* out) {
-    int64_t i = 0;
-    if (d % 32 == 0)
-      for (; i + 2 <= g; i += 2)
-        for (int64_t c = 0; c < d; c += 32) axpy_rows2(w + i * ld_w, ld_w, v, n, d, c, out + i * d);
-    for (; i < g; ++i) vec::axpy_rows<Ymm>(w + i * ld_w, v, n, d, out + i * d);
+    vec::axpy_rows_grouped<Ymm, 2>(w, ld_w, g, v, n, d, out);
   }
   static constexpr float kExpLo = -87.0f, kExpHi = 88.0f;
   // 2^n built in the exponent field; 0 below kExpLo, where 2^n would leave the normal range.
@@ -325,7 +280,7 @@ void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
-  return avx2::hsum(avx2::dot_lanes(a, b, n));
+  return avx2::hsum(vec::dot_lanes<avx2::Ymm>(a, b, n));
 }
 
 KRAFLA_VEC_MATH_ENTRIES(avx2::Ymm)

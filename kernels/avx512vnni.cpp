@@ -33,23 +33,8 @@ inline __mmask16 tail_mask(int64_t left) {
   return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
 }
 
-// dot_f32 before its horizontal sum: 16 lane sums, in two accumulators over 32-float steps.
-inline __m512 dot_lanes(const float* a, const float* b, int64_t n) {
-  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
-    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
-  }
-  for (; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), s0);
-  }
-  return _mm512_add_ps(s0, s1);
-}
-
 // dot_rows_f32 for head size D (a multiple of 16, q in registers): 16 keys at a time, their
-// dot_lanes summed together by shuffles (15 shuffle+add steps instead of 16 reductions), each
+// vec::dot_lanes summed together by shuffles (15 shuffle+add steps instead of 16 reductions), each
 // sum in the order of GCC's _mm512_reduce_add_ps (upper 256 + lower, upper 128 + lower, lanes
 // 2,3 + 0,1, then 1 + 0), so bit for bit dot_f32's.
 template <int64_t D>
@@ -97,38 +82,6 @@ void dot_rows_d(const float* q, const float* k, int64_t n, float scale, float* o
   for (; j0 < n; ++j0) out[j0] = _mm512_reduce_add_ps(dot_lanes_d<D>(qv, k + j0 * D)) * scale;
 }
 
-// axpy_rows_f32 for G query rows at once over one 64-float column chunk c of d: each v row's
-// four vectors are loaded once for the G rows (kept in registers: GCC would otherwise fold a
-// load into every fma, and the loads, not the fmas, would set the pace). Each row's lanes take
-// the fma sequence of axpy_f32 calls, so the result does not depend on G.
-template <int G>
-inline void axpy_rows_g(const float* w, int64_t ld_w, const float* v, int64_t n, int64_t d,
-                        int64_t c, float* out) {
-  __m512 acc[G][4];
-#pragma GCC unroll 4
-  for (int i = 0; i < G; ++i)
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) acc[i][u] = _mm512_loadu_ps(out + i * d + c + 16 * u);
-  for (int64_t j = 0; j < n; ++j) {
-    const float* r = v + j * d + c;
-    __m512 r0 = _mm512_loadu_ps(r), r1 = _mm512_loadu_ps(r + 16);
-    __m512 r2 = _mm512_loadu_ps(r + 32), r3 = _mm512_loadu_ps(r + 48);
-    __asm__("" : "+v"(r0), "+v"(r1), "+v"(r2), "+v"(r3));
-#pragma GCC unroll 4
-    for (int i = 0; i < G; ++i) {
-      const __m512 x = _mm512_set1_ps(w[i * ld_w + j]);
-      acc[i][0] = _mm512_fmadd_ps(x, r0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(x, r1, acc[i][1]);
-      acc[i][2] = _mm512_fmadd_ps(x, r2, acc[i][2]);
-      acc[i][3] = _mm512_fmadd_ps(x, r3, acc[i][3]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < G; ++i)
-#pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u) _mm512_storeu_ps(out + i * d + c + 16 * u, acc[i][u]);
-}
-
 // The vector traits of vec_math.h and delta_step.h: zmm registers, opmask tails, FMA.
 struct Zmm {
   using F = __m512;
@@ -163,21 +116,11 @@ struct Zmm {
   // clamp only has to keep n finite.
   static constexpr float kExpLo = -104.0f, kExpHi = 88.7f;
   static F exp_scale(F y, F n, F) { return _mm512_scalef_ps(y, n); }
-  // axpy_rows_f32: up to 4 query rows share each v row's loads (head sizes a multiple of 64;
-  // the others row by row, as the generic loop does).
+  // axpy_rows_f32: up to 4 query rows share each v row's loads (vec_math.h).
+  static void pin(F& a, F& b, F& c, F& d) { __asm__("" : "+v"(a), "+v"(b), "+v"(c), "+v"(d)); }
   static void axpy_rows(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,
                         int64_t d, float* out) {
-    if (d % 64 != 0) {
-      for (int64_t i = 0; i < g; ++i) vec::axpy_rows<Zmm>(w + i * ld_w, v, n, d, out + i * d);
-      return;
-    }
-    for (int64_t c = 0; c < d; c += 64) {
-      int64_t i = 0;
-      for (; i + 4 <= g; i += 4) axpy_rows_g<4>(w + i * ld_w, ld_w, v, n, d, c, out + i * d);
-      if (g - i == 3) axpy_rows_g<3>(w + i * ld_w, ld_w, v, n, d, c, out + i * d);
-      if (g - i == 2) axpy_rows_g<2>(w + i * ld_w, ld_w, v, n, d, c, out + i * d);
-      if (g - i == 1) axpy_rows_g<1>(w + i * ld_w, ld_w, v, n, d, c, out + i * d);
-    }
+    vec::axpy_rows_grouped<Zmm, 4>(w, ld_w, g, v, n, d, out);
   }
   // dot_rows_f32 for the usual head sizes; the others as the generic loop does.
   static void dot_rows(const float* q, const float* k, int64_t n, int64_t d, float scale,
@@ -191,7 +134,7 @@ struct Zmm {
         return dot_rows_d<256>(q, k, n, scale, out);
       default:
         for (int64_t j = 0; j < n; ++j)
-          out[j] = _mm512_reduce_add_ps(dot_lanes(q, k + j * d, d)) * scale;
+          out[j] = _mm512_reduce_add_ps(vec::dot_lanes<Zmm>(q, k + j * d, d)) * scale;
     }
   }
 };
@@ -284,7 +227,7 @@ void f32_to_f16(const float* x, uint16_t* y, int64_t n) {
 }
 
 float dot_f32(const float* a, const float* b, int64_t n) {
-  return _mm512_reduce_add_ps(dot_lanes(a, b, n));
+  return _mm512_reduce_add_ps(vec::dot_lanes<Zmm>(a, b, n));
 }
 
 KRAFLA_VEC_MATH_ENTRIES(Zmm)

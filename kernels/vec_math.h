@@ -119,6 +119,80 @@ void axpy_rows(const float* w, const float* v, int64_t n, int64_t d, float* out)
   }
 }
 
+// dot_f32 of the x86 tables before its horizontal sum: W lane sums, in two accumulators over
+// 2W-float steps (the tail into the first), so that one reduction of it is dot_f32 and a
+// reduction of several at once (dot_rows) gives the same bits.
+template <class V>
+typename V::F dot_lanes(const float* a, const float* b, int64_t n) {
+  using F = typename V::F;
+  const int64_t W = V::width();
+  F s0 = V::zero(), s1 = V::zero();
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    s0 = V::fma(V::load(a + i), V::load(b + i), s0);
+    s1 = V::fma(V::load(a + i + W), V::load(b + i + W), s1);
+  }
+  for (; i < n; i += W) s0 = V::fma(V::load_n(a + i, n - i), V::load_n(b + i, n - i), s0);
+  return V::add(s0, s1);
+}
+
+// axpy_rows for G query rows (scores at stride ld_w, outputs at stride d) over the column
+// chunk of four vectors at c: each v row's four vectors are loaded once for the G rows and
+// pinned in registers (V::pin: x86 compilers otherwise fold a load into every fma, and the
+// loads, not the fmas, set the pace). Each row's lanes take axpy's fma sequence, whatever G is.
+// For traits whose vectors form arrays (not SVE's).
+template <class V, int G>
+void axpy_rows_chunk(const float* w, int64_t ld_w, const float* v, int64_t n, int64_t d, int64_t c,
+                     float* out) {
+  using F = typename V::F;
+  const int64_t W = V::width();
+  F acc[G][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < G; ++i)
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) acc[i][u] = V::load(out + i * d + c + u * W);
+  for (int64_t j = 0; j < n; ++j) {
+    const float* r = v + j * d + c;
+    F r0 = V::load(r), r1 = V::load(r + W), r2 = V::load(r + 2 * W), r3 = V::load(r + 3 * W);
+    V::pin(r0, r1, r2, r3);
+#pragma GCC unroll 4
+    for (int i = 0; i < G; ++i) {
+      const F x = V::set1(w[i * ld_w + j]);
+      acc[i][0] = V::fma(x, r0, acc[i][0]);
+      acc[i][1] = V::fma(x, r1, acc[i][1]);
+      acc[i][2] = V::fma(x, r2, acc[i][2]);
+      acc[i][3] = V::fma(x, r3, acc[i][3]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < G; ++i)
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) V::store(out + i * d + c + u * W, acc[i][u]);
+}
+
+// axpy_rows_f32 (the table's contract) in groups of up to kMaxG query rows per v-row load
+// (axpy_rows_chunk) where d is a multiple of four vectors, else row by row.
+template <class V, int kMaxG>
+void axpy_rows_grouped(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,
+                       int64_t d, float* out) {
+  const int64_t chunk = 4 * V::width();
+  if (d % chunk != 0) {
+    for (int64_t i = 0; i < g; ++i) axpy_rows<V>(w + i * ld_w, v, n, d, out + i * d);
+    return;
+  }
+  for (int64_t c = 0; c < d; c += chunk) {
+    int64_t i = 0;
+    for (; i + kMaxG <= g; i += kMaxG)
+      axpy_rows_chunk<V, kMaxG>(w + i * ld_w, ld_w, v, n, d, c, out + i * d);
+    const auto rest = [&]<int G>() {
+      if (g - i == G) axpy_rows_chunk<V, G>(w + i * ld_w, ld_w, v, n, d, c, out + i * d);
+    };
+    if constexpr (kMaxG > 3) rest.template operator()<3>();
+    if constexpr (kMaxG > 2) rest.template operator()<2>();
+    if constexpr (kMaxG > 1) rest.template operator()<1>();
+  }
+}
+
 // The table's row loops: the ISA's own (V::dot_rows, V::axpy_rows, bitwise these) where its
 // traits have one, else these loops of the single calls.
 template <class V, class Dot>
