@@ -68,10 +68,17 @@ class Drafter {
   // Up to n tokens continuing `hist` (the sequence first catches up with it, keeping the
   // prefix it shares); q()[i] is the distribution token i was drawn from.
   std::vector<int32_t> draw(std::span<const int32_t> hist, int n);
+  // draw() for several drafters of one session at once (ml_server's slots; each with a sampler
+  // of its own): every drafted position is one forward step for all the sequences still
+  // drafting, and each gets the tokens draw() gives it alone (a sequence's logits do not
+  // depend on the batch). Drafters with n <= 0 draw nothing. Throws krafla::Error for
+  // drafters of different sessions.
+  static std::vector<std::vector<int32_t>> draw_all(std::span<Drafter* const> drafters,
+                                                    std::span<const std::span<const int32_t>> hists,
+                                                    std::span<const int> n);
   const std::vector<std::vector<TokenProb>>& q() const { return q_; }
 
  private:
-  void eval(std::span<const int32_t> tokens);
   float own_probability(std::span<const float> logits, int32_t x);
 
   Session& s_;

@@ -55,28 +55,61 @@ Drafter::Drafter(Session& s, Sampler& sampler, float p_min, int seq)
     : s_(s), sampler_(sampler), p_min_(p_min), seq_(seq) {}
 
 std::vector<int32_t> Drafter::draw(std::span<const int32_t> hist, int n) {
-  // Keep what the sequence shares with hist (not the last token: its logits are needed).
-  const int keep = std::min(s_.shared_prefix(hist, seq_), int(hist.size()) - 1);
-  s_.truncate(keep, seq_);
-  eval(hist.subspan(size_t(keep)));
-  std::vector<int32_t> recent(hist.begin(), hist.end()), out;
-  q_.clear();
-  while (int(out.size()) < n) {
-    const std::vector<float>& logits = s_.logits(seq_);
-    std::vector<TokenProb> q = sampler_.probabilities(logits, recent);
-    const int32_t x = sampler_.draw(q);
-    if (p_min_ > 0 && own_probability(logits, x) < p_min_) break;  // 0: no softmax to pay
-    out.push_back(x);
-    recent.push_back(x);
-    q_.push_back(std::move(q));
-    if (int(out.size()) < n) eval(std::span<const int32_t>(&x, 1));
-  }
-  return out;
+  Drafter* self = this;
+  return draw_all(std::span<Drafter* const>(&self, 1),
+                  std::span<const std::span<const int32_t>>(&hist, 1), std::span<const int>(&n, 1))
+      .front();
 }
 
-void Drafter::eval(std::span<const int32_t> tokens) {
-  const SeqTokens work{seq_, tokens};
-  s_.eval_batch(std::span<const SeqTokens>(&work, 1));
+std::vector<std::vector<int32_t>> Drafter::draw_all(std::span<Drafter* const> drafters,
+                                                    std::span<const std::span<const int32_t>> hists,
+                                                    std::span<const int> n) {
+  const size_t m = drafters.size();
+  std::vector<std::vector<int32_t>> out(m), recent(m);
+  if (m == 0) return out;
+  Session& s = drafters[0]->s_;
+  std::vector<SeqTokens> work;
+  std::vector<int32_t> next(m);
+  std::vector<char> drafting(m, 0);
+  for (size_t i = 0; i < m; ++i) {
+    Drafter& d = *drafters[i];
+    if (&d.s_ != &s) throw Error("internal: drafters of different sessions drawn together");
+    d.q_.clear();
+    if (n[i] <= 0 || hists[i].empty()) continue;
+    // Keep what the sequence shares with hist (not the last token: its logits are needed).
+    const std::span<const int32_t> hist = hists[i];
+    const int keep = std::min(s.shared_prefix(hist, d.seq_), int(hist.size()) - 1);
+    s.truncate(keep, d.seq_);
+    work.push_back({d.seq_, hist.subspan(size_t(keep))});
+    recent[i].assign(hist.begin(), hist.end());
+    drafting[i] = 1;
+  }
+  while (!work.empty()) {
+    s.eval_batch(work);
+    work.clear();
+    for (size_t i = 0; i < m; ++i) {
+      if (!drafting[i]) continue;
+      Drafter& d = *drafters[i];
+      const std::vector<float>& logits = s.logits(d.seq_);
+      std::vector<TokenProb> q = d.sampler_.probabilities(logits, recent[i]);
+      const int32_t x = d.sampler_.draw(q);
+      // 0: no softmax to pay
+      if (d.p_min_ > 0 && d.own_probability(logits, x) < d.p_min_) {
+        drafting[i] = 0;
+        continue;
+      }
+      out[i].push_back(x);
+      recent[i].push_back(x);
+      d.q_.push_back(std::move(q));
+      if (int(out[i].size()) < n[i]) {
+        next[i] = x;
+        work.push_back({d.seq_, std::span<const int32_t>(&next[i], 1)});
+      } else {
+        drafting[i] = 0;
+      }
+    }
+  }
+  return out;
 }
 
 float Drafter::own_probability(std::span<const float> logits, int32_t x) {

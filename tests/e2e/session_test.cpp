@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "krafla/error.h"
+#include "krafla/generate.h"
 #include "krafla/model.h"
+#include "krafla/sampler.h"
 
 namespace krafla {
 namespace {
@@ -207,6 +209,59 @@ TEST(SessionThreads, SharedThreadsGiveTheSameLogits) {
   const std::vector<int32_t> head(ids.begin(), ids.begin() + 36);
   EXPECT_EQ(a.logits(), fresh_logits(*main, head));
   EXPECT_EQ(b.logits(), fresh_logits(*draft, head));
+}
+
+// ml_server's slots draft together (Drafter::draw_all: one forward step of the draft model for
+// every drafted position of all of them): each sequence gets the tokens and distributions its
+// drafter draws alone, with a cache that held another history before (cut back first) or
+// nothing, and a drafter asked for no tokens draws none.
+TEST(DrafterBatch, DrawAllEqualsEachAlone) {
+  LOAD_OR_SKIP(draft, "llama-q4_0.mlb");
+  const int vocab = draft->config().n_vocab;
+  const std::vector<std::vector<int32_t>> hists = {prompt(30, 1, vocab), prompt(9, 2, vocab),
+                                                   prompt(50, 3, vocab), prompt(12, 4, vocab)};
+  const std::vector<int> n = {6, 3, 0, 8};
+  const auto params = [](size_t i) {
+    SamplerParams p;
+    p.temperature = i == 1 ? 0.0f : 1.0f;  // greedy and sampled
+    p.seed = 100 + i;
+    return p;
+  };
+  SessionOptions so = kOptions;
+  so.n_seqs = int(hists.size());
+  Session together(*draft, so);
+  together.eval_batch(std::vector<SeqTokens>{{0, std::span<const int32_t>(hists[2]).first(20)}});
+  std::vector<Sampler> samplers;
+  std::vector<Drafter> drafters;
+  samplers.reserve(hists.size());
+  drafters.reserve(hists.size());
+  for (size_t i = 0; i < hists.size(); ++i) {
+    samplers.emplace_back(params(i));
+    drafters.emplace_back(together, samplers.back(), 0.0f, int(i));
+  }
+  std::vector<Drafter*> ds;
+  for (Drafter& d : drafters) ds.push_back(&d);
+  const std::vector<std::span<const int32_t>> hs(hists.begin(), hists.end());
+  const auto got = Drafter::draw_all(ds, hs, n);
+  ASSERT_EQ(got.size(), hists.size());
+  for (size_t i = 0; i < hists.size(); ++i) {
+    Session alone(*draft, kOptions);
+    Sampler sampler(params(i));
+    Drafter d(alone, sampler, 0.0f);
+    const std::vector<int32_t> want = n[i] > 0 ? d.draw(hists[i], n[i]) : std::vector<int32_t>{};
+    EXPECT_EQ(got[i], want) << "sequence " << i;
+    EXPECT_EQ(int(got[i].size()), std::max(n[i], 0)) << "sequence " << i;
+    if (n[i] > 0) {
+      ASSERT_EQ(drafters[i].q().size(), d.q().size());
+      for (size_t k = 0; k < d.q().size(); ++k) {
+        ASSERT_EQ(drafters[i].q()[k].size(), d.q()[k].size());
+        for (size_t t = 0; t < d.q()[k].size(); ++t) {
+          EXPECT_EQ(drafters[i].q()[k][t].id, d.q()[k][t].id);
+          EXPECT_EQ(drafters[i].q()[k][t].p, d.q()[k][t].p);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -411,12 +411,12 @@ void Engine::step() {
   std::vector<Job*> fresh;  // jobs this step gives new logits
   int rows = 0, prompt_rows = 0;
   for (auto& j : slots_)
-    if (j && j->next >= 0) {
-      draft(*j);
-      work.push_back({j->slot, j->feed, j->n_draft ? &j->rows : nullptr});
-      fresh.push_back(j.get());
-      rows += int(j->feed.size());
-    }
+    if (j && j->next >= 0) fresh.push_back(j.get());
+  draft(fresh);
+  for (Job* j : fresh) {
+    work.push_back({j->slot, j->feed, j->n_draft ? &j->rows : nullptr});
+    rows += int(j->feed.size());
+  }
   std::vector<std::pair<Job*, int>> chunks;
   for (auto& j : slots_) {
     const int budget = session_.n_batch() - rows;
@@ -464,26 +464,46 @@ std::span<const float> Engine::constrain(Job& j) {
   return j.masked;
 }
 
-// What the next step feeds j's slot: the token it sampled, then (with --lookup or --draft) a
-// draft of what may follow it, no longer than the tokens the request and the context have
-// left.
-void Engine::draft(Job& j) {
-  j.feed.assign(1, j.next);
-  j.n_draft = 0;
-  if ((!lookup_ && !draft_session_) || j.matcher) return;
-  std::vector<int32_t> hist = session_.history(j.slot);
-  hist.push_back(j.next);
-  int cap = std::min(lookup_ ? eo_.lookup : eo_.draft_max, n_ctx_ - int(hist.size()));
-  if (j.r.max_tokens >= 0) cap = std::min(cap, j.r.max_tokens - j.n_generated - 1);
-  if (cap <= 0) return;
-  if (!lookup_ && !j.drafter) {
-    j.draft_sampler.emplace(draft_sampler_params(Job::seeded(j.r.sampler, j.choice)));
-    j.drafter.emplace(*draft_session_, *j.draft_sampler, eo_.draft_p_min, j.slot);
+// What the next step feeds each job's slot: the token it sampled, then (with --lookup or
+// --draft) a draft of what may follow it, no longer than the tokens the request and the
+// context have left. The draft model drafts for all the slots together (Drafter::draw_all: one
+// forward step of it per drafted position, whatever the number of slots).
+void Engine::draft(std::span<Job* const> jobs) {
+  std::vector<Job*> drafted;
+  std::vector<Drafter*> drafters;
+  std::vector<std::vector<int32_t>> hists;
+  std::vector<int> caps;
+  const auto add = [](Job& j, const std::vector<int32_t>& d) {
+    j.feed.insert(j.feed.end(), d.begin(), d.end());
+    j.n_draft = d.size();
+  };
+  for (Job* jp : jobs) {
+    Job& j = *jp;
+    j.feed.assign(1, j.next);
+    j.n_draft = 0;
+    if ((!lookup_ && !draft_session_) || j.matcher) continue;
+    std::vector<int32_t> hist = session_.history(j.slot);
+    hist.push_back(j.next);
+    int cap = std::min(lookup_ ? eo_.lookup : eo_.draft_max, n_ctx_ - int(hist.size()));
+    if (j.r.max_tokens >= 0) cap = std::min(cap, j.r.max_tokens - j.n_generated - 1);
+    if (cap <= 0) continue;
+    if (lookup_) {
+      add(j, lookup_draft(hist, eo_.lookup_ngram, cap));
+      continue;
+    }
+    if (!j.drafter) {
+      j.draft_sampler.emplace(draft_sampler_params(Job::seeded(j.r.sampler, j.choice)));
+      j.drafter.emplace(*draft_session_, *j.draft_sampler, eo_.draft_p_min, j.slot);
+    }
+    drafted.push_back(&j);
+    drafters.push_back(&*j.drafter);
+    hists.push_back(std::move(hist));
+    caps.push_back(cap);
   }
-  const std::vector<int32_t> d =
-      lookup_ ? lookup_draft(hist, eo_.lookup_ngram, cap) : j.drafter->draw(hist, cap);
-  j.feed.insert(j.feed.end(), d.begin(), d.end());
-  j.n_draft = d.size();
+  if (drafted.empty()) return;
+  const std::vector<std::span<const int32_t>> hs(hists.begin(), hists.end());
+  const std::vector<std::vector<int32_t>> d = Drafter::draw_all(drafters, hs, caps);
+  for (size_t i = 0; i < drafted.size(); ++i) add(*drafted[i], d[i]);
 }
 
 // After a step gave j's slot fresh logits: the next token, as generate() would pick it. With a

@@ -123,11 +123,11 @@ class Engine {
   EngineStats stats() const;
 
  private:
-  void loop();           // the scheduler thread
-  void admit();          // queued jobs into free slots
-  void step();           // one forward step over the active slots
-  void draft(Job& j);    // what the next step feeds j's slot
-  void advance(Job& j);  // sample j's next token(s) after a step
+  void loop();                             // the scheduler thread
+  void admit();                            // queued jobs into free slots
+  void step();                             // one forward step over the active slots
+  void draft(std::span<Job* const> jobs);  // what the next step feeds these jobs' slots
+  void advance(Job& j);                    // sample j's next token(s) after a step
   // Samples j's next token from `row` (the logits after the first `pos` cached tokens) into
   // id and emits it; returns why j ends ("stop", "length"), or null to go on.
   // With `drafted` (a draft model's token for this row, drawn from the distribution q), the
