@@ -33,19 +33,39 @@ inline __mmask16 tail_mask(int64_t left) {
   return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
 }
 
-// dot_rows_f32 for head size D (a multiple of 16, q in registers): 16 keys at a time, their
+// dot_rows_f32 for head size D (a multiple of 32, q in registers): 16 keys at a time, their
 // vec::dot_lanes summed together by shuffles (15 shuffle+add steps instead of 16 reductions), each
 // sum in the order of GCC's _mm512_reduce_add_ps (upper 256 + lower, upper 128 + lower, lanes
-// 2,3 + 0,1, then 1 + 0), so bit for bit dot_f32's.
+// 2,3 + 0,1, then 1 + 0), so bit for bit dot_f32's. The steps, for 16 slots s of lane sums:
+//  * fold_halves(x, y): 128-bit lanes x0+x2, x1+x3, y0+y2, y1+y3;
+//  * fold_quarters(a, b) of two such: 128-bit lane m holds slot 4i+m's four partial sums;
+//  * fold_last(b0..b3): slot s's sum in output lane 4*(s%4) + s/4, so key slot_key(s) goes
+//    into slot s.
+inline int slot_key(int s) { return 4 * (s % 4) + s / 4; }
+inline __m512 fold_halves(__m512 x, __m512 y) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xEE));
+}
+inline __m512 fold_quarters(__m512 x, __m512 y) {
+  return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
+}
+inline __m512 fold_last(__m512 b0, __m512 b1, __m512 b2, __m512 b3) {
+  const __m512d c0 =
+      _mm512_castps_pd(_mm512_add_ps(_mm512_unpacklo_ps(b0, b1), _mm512_unpackhi_ps(b0, b1)));
+  const __m512d c1 =
+      _mm512_castps_pd(_mm512_add_ps(_mm512_unpacklo_ps(b2, b3), _mm512_unpackhi_ps(b2, b3)));
+  return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c0, c1)),
+                       _mm512_castpd_ps(_mm512_unpackhi_pd(c0, c1)));
+}
+
 template <int64_t D>
 inline __m512 dot_lanes_d(const __m512 (&qv)[D / 16], const float* k) {
+  static_assert(D % 32 == 0);
   __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
 #pragma GCC unroll 16
-  for (int64_t i = 0; i + 32 <= D; i += 32) {
+  for (int64_t i = 0; i < D; i += 32) {
     s0 = _mm512_fmadd_ps(qv[i / 16], _mm512_loadu_ps(k + i), s0);
     s1 = _mm512_fmadd_ps(qv[i / 16 + 1], _mm512_loadu_ps(k + i + 16), s1);
   }
-  if constexpr (D % 32 != 0) s0 = _mm512_fmadd_ps(qv[D / 16 - 1], _mm512_loadu_ps(k + D - 16), s0);
   return _mm512_add_ps(s0, s1);
 }
 
@@ -54,61 +74,37 @@ void dot_rows_d(const float* q, const float* k, int64_t n, float scale, float* o
   __m512 qv[D / 16];
   for (int64_t i = 0; i < D / 16; ++i) qv[i] = _mm512_loadu_ps(q + 16 * i);
   const __m512 sc = _mm512_set1_ps(scale);
-  // The shuffles leave slot s's sum in output lane 4*(s%4) + s/4: that key goes into slot s.
-  const auto key = [](int s) { return 4 * (s % 4) + s / 4; };
   int64_t j0 = 0;
   for (; j0 + 16 <= n; j0 += 16) {
     const float* kb = k + j0 * D;
-    __m512 a[8], b[4], c[2];
+    __m512 a[8];
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {  // 128-bit lanes: x0+x2, x1+x3, y0+y2, y1+y3
-      const __m512 x = dot_lanes_d<D>(qv, kb + key(2 * i) * D);
-      const __m512 y = dot_lanes_d<D>(qv, kb + key(2 * i + 1) * D);
-      a[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xEE));
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i)  // 128-bit lane m: slot 4i+m's four partial sums
-      b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x88),
-                           _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xDD));
-#pragma GCC unroll 2
-    for (int i = 0; i < 2; ++i)
-      c[i] = _mm512_add_ps(_mm512_unpacklo_ps(b[2 * i], b[2 * i + 1]),
-                           _mm512_unpackhi_ps(b[2 * i], b[2 * i + 1]));
-    const __m512d c0 = _mm512_castps_pd(c[0]), c1 = _mm512_castps_pd(c[1]);
-    const __m512 sum = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c0, c1)),
-                                     _mm512_castpd_ps(_mm512_unpackhi_pd(c0, c1)));
+    for (int i = 0; i < 8; ++i)
+      a[i] = fold_halves(dot_lanes_d<D>(qv, kb + slot_key(2 * i) * D),
+                         dot_lanes_d<D>(qv, kb + slot_key(2 * i + 1) * D));
+    const __m512 sum = fold_last(fold_quarters(a[0], a[1]), fold_quarters(a[2], a[3]),
+                                 fold_quarters(a[4], a[5]), fold_quarters(a[6], a[7]));
     _mm512_storeu_ps(out + j0, _mm512_mul_ps(sum, sc));
   }
   for (; j0 < n; ++j0) out[j0] = _mm512_reduce_add_ps(dot_lanes_d<D>(qv, k + j0 * D)) * scale;
 }
 
+// dot_lanes_d<64> of a key row already in registers.
+inline __m512 dot_lanes64(const __m512 (&qv)[4], __m512 k0, __m512 k1, __m512 k2, __m512 k3) {
+  const __m512 s0 = _mm512_fmadd_ps(qv[2], k2, _mm512_fmadd_ps(qv[0], k0, _mm512_setzero_ps()));
+  const __m512 s1 = _mm512_fmadd_ps(qv[3], k3, _mm512_fmadd_ps(qv[1], k1, _mm512_setzero_ps()));
+  return _mm512_add_ps(s0, s1);
+}
+
 // dot_rows_d<64> for two query rows at once: each key row's four vectors are loaded once for
 // both and pinned in registers (1.4 -> 0.86 ns per key and row in a microbenchmark), the sums
-// reduced four keys at a time; each row's sums as dot_rows_d<64> gives them, bit for bit.
+// folded four keys at a time; each row's sums as dot_rows_d<64> gives them, bit for bit.
 inline void dot_rows_pair64(const float* q, const float* k, int64_t n, float scale, float* out0,
                             float* out1) {
   __m512 qa[4], qb[4];
   for (int i = 0; i < 4; ++i)
     qa[i] = _mm512_loadu_ps(q + 16 * i), qb[i] = _mm512_loadu_ps(q + 64 + 16 * i);
   const __m512 sc = _mm512_set1_ps(scale);
-  const auto key = [](int s) { return 4 * (s % 4) + s / 4; };  // as in dot_rows_d
-  const auto lanes = [](const __m512(&qv)[4], __m512 k0, __m512 k1, __m512 k2, __m512 k3) {
-    const __m512 s0 = _mm512_fmadd_ps(qv[2], k2, _mm512_fmadd_ps(qv[0], k0, _mm512_setzero_ps()));
-    const __m512 s1 = _mm512_fmadd_ps(qv[3], k3, _mm512_fmadd_ps(qv[1], k1, _mm512_setzero_ps()));
-    return _mm512_add_ps(s0, s1);
-  };
-  const auto pair = [](__m512 x, __m512 y, int imm_lo) {  // the shuffle+add steps of dot_rows_d
-    return imm_lo == 0x44
-               ? _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xEE))
-               : _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
-  };
-  const auto last = [](const __m512(&b)[4]) {
-    const __m512 c0 = _mm512_add_ps(_mm512_unpacklo_ps(b[0], b[1]), _mm512_unpackhi_ps(b[0], b[1]));
-    const __m512 c1 = _mm512_add_ps(_mm512_unpacklo_ps(b[2], b[3]), _mm512_unpackhi_ps(b[2], b[3]));
-    const __m512d d0 = _mm512_castps_pd(c0), d1 = _mm512_castps_pd(c1);
-    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(d0, d1)),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d1)));
-  };
   int64_t j0 = 0;
   for (; j0 + 16 <= n; j0 += 16) {
     const float* kb = k + j0 * 64;
@@ -118,25 +114,22 @@ inline void dot_rows_pair64(const float* q, const float* k, int64_t n, float sca
       __m512 xa[4], xb[4];
 #pragma GCC unroll 4
       for (int u = 0; u < 4; ++u) {
-        const float* kr = kb + key(4 * h + u) * 64;
+        const float* kr = kb + slot_key(4 * h + u) * 64;
         __m512 k0 = _mm512_loadu_ps(kr), k1 = _mm512_loadu_ps(kr + 16);
         __m512 k2 = _mm512_loadu_ps(kr + 32), k3 = _mm512_loadu_ps(kr + 48);
         __asm__("" : "+v"(k0), "+v"(k1), "+v"(k2), "+v"(k3));
-        xa[u] = lanes(qa, k0, k1, k2, k3);
-        xb[u] = lanes(qb, k0, k1, k2, k3);
+        xa[u] = dot_lanes64(qa, k0, k1, k2, k3);
+        xb[u] = dot_lanes64(qb, k0, k1, k2, k3);
       }
-      ba[h] = pair(pair(xa[0], xa[1], 0x44), pair(xa[2], xa[3], 0x44), 0x88);
-      bb[h] = pair(pair(xb[0], xb[1], 0x44), pair(xb[2], xb[3], 0x44), 0x88);
+      ba[h] = fold_quarters(fold_halves(xa[0], xa[1]), fold_halves(xa[2], xa[3]));
+      bb[h] = fold_quarters(fold_halves(xb[0], xb[1]), fold_halves(xb[2], xb[3]));
     }
-    _mm512_storeu_ps(out0 + j0, _mm512_mul_ps(last(ba), sc));
-    _mm512_storeu_ps(out1 + j0, _mm512_mul_ps(last(bb), sc));
+    _mm512_storeu_ps(out0 + j0, _mm512_mul_ps(fold_last(ba[0], ba[1], ba[2], ba[3]), sc));
+    _mm512_storeu_ps(out1 + j0, _mm512_mul_ps(fold_last(bb[0], bb[1], bb[2], bb[3]), sc));
   }
   for (; j0 < n; ++j0) {
-    const float* kr = k + j0 * 64;
-    const __m512 k0 = _mm512_loadu_ps(kr), k1 = _mm512_loadu_ps(kr + 16);
-    const __m512 k2 = _mm512_loadu_ps(kr + 32), k3 = _mm512_loadu_ps(kr + 48);
-    out0[j0] = _mm512_reduce_add_ps(lanes(qa, k0, k1, k2, k3)) * scale;
-    out1[j0] = _mm512_reduce_add_ps(lanes(qb, k0, k1, k2, k3)) * scale;
+    out0[j0] = _mm512_reduce_add_ps(dot_lanes_d<64>(qa, k + j0 * 64)) * scale;
+    out1[j0] = _mm512_reduce_add_ps(dot_lanes_d<64>(qb, k + j0 * 64)) * scale;
   }
 }
 
