@@ -136,6 +136,7 @@ void AttentionBlock::attend(const LayerConfig& lc, int layer, const BatchLayout&
   const auto first_key = [&](int64_t t) {  // sliding window (Mistral, Gemma local layers)
     return lc.window > 0 ? std::max<int64_t>(0, b.pos(t) - lc.window + 1) : 0;
   };
+  const auto n_keys = [&](int64_t t) { return b.pos(t) + 1 - first_key(t); };
   // A causal prompt's later tokens have more keys: the threads split the units by their key
   // counts, not by their number (a unit's result does not depend on the thread that runs it).
   const int nt = pool.size();
@@ -145,11 +146,11 @@ void AttentionBlock::attend(const LayerConfig& lc, int layer, const BatchLayout&
   if (nt > 1) {
     constexpr int64_t kUnitCost = 16;  // a unit's fixed work, in keys
     int64_t total = 0;
-    for (int t = 0; t < n; ++t) total += b.pos(t) + 1 - first_key(t) + kUnitCost;
+    for (int t = 0; t < n; ++t) total += n_keys(t) + kUnitCost;
     int64_t done = 0;
     int next = 1;
     for (int t = 0; t < n && next < nt; ++t) {
-      const int64_t cost = b.pos(t) + 1 - first_key(t) + kUnitCost;
+      const int64_t cost = n_keys(t) + kUnitCost;
       for (int64_t h = 0; h < heads_per_tok && next < nt; ++h) {
         while (next < nt && done * nt >= total * heads_per_tok * next)
           bounds_[size_t(next++)] = t * heads_per_tok + h;
@@ -161,9 +162,8 @@ void AttentionBlock::attend(const LayerConfig& lc, int layer, const BatchLayout&
     float* scores = scores_.data<float>() + size_t(ti) * group * n_ctx_;
     for (int64_t u = bounds_[size_t(ti)]; u < bounds_[size_t(ti) + 1]; ++u) {
       const int64_t t = u / heads_per_tok, h = (u % heads_per_tok) * per_unit;
-      const int64_t pos = b.pos(t), first = first_key(t);
       const KvCache::HeadView cached = b.seg(t).seq->kv.head(layer, int(h / group));
-      attend_group(q_.data<float>() + t * q_dim + h * hd, per_unit, cached, first, pos + 1 - first,
+      attend_group(q_.data<float>() + t * q_dim + h * hd, per_unit, cached, first_key(t), n_keys(t),
                    c_.attn_scale, c_.attn_softcap, scores,
                    kv_rows_.data<float>() + size_t(ti) * kKvRows * hd,
                    att_.data<float>() + t * q_dim + h * hd);

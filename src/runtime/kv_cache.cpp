@@ -76,7 +76,7 @@ const float* KvCache::HeadView::rows(const uint8_t* base, int64_t pos, int64_t m
                                      float* buf) const {
   if (m > run(pos))
     throw Error(fmt::format("internal: KV rows {}..{} cross a chunk of {}", pos, pos + m, chunk));
-  const uint8_t* p = base + size_t(pos / chunk) * chunk_bytes + size_t(pos % chunk) * row_bytes;
+  const uint8_t* p = base + offset(pos);
   switch (type) {
     case KvType::F32:
       return reinterpret_cast<const float*>(p);
@@ -92,9 +92,8 @@ const float* KvCache::HeadView::rows(const uint8_t* base, int64_t pos, int64_t m
 
 void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const float* v) {
   const HeadView h = head(layer, kv_head);
-  const size_t at = size_t(pos / chunk_) * chunk_bytes_ + size_t(pos % chunk_) * row_bytes_;
-  uint8_t* dk = h.k + at;
-  uint8_t* dv = h.v + at;
+  uint8_t* dk = h.k + h.offset(pos);
+  uint8_t* dv = h.v + h.offset(pos);
   switch (type_) {
     case KvType::F32:
       std::memcpy(dk, k, row_bytes_);

@@ -42,6 +42,10 @@ class KvCache {
     size_t chunk_bytes;  // from one chunk to the next
     // How many rows from pos on are contiguous (to the end of pos's chunk).
     int64_t run(int64_t pos) const { return chunk - pos % chunk; }
+    // Where position pos's row starts, from k or v.
+    size_t offset(int64_t pos) const {
+      return size_t(pos / chunk) * chunk_bytes + size_t(pos % chunk) * row_bytes;
+    }
     // Rows [pos, pos+m) of K or V as m*head_dim floats, m <= run(pos): the cache's own memory
     // when it is F32, else converted into buf (room for m*head_dim floats) by the kernel table
     // (f16_to_f32, dequantize_row), exactly.
