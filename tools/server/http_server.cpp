@@ -247,6 +247,14 @@ bool HttpServer::running() const { return svr_->is_running(); }
 
 void HttpServer::stop() {
   engine_.shut_down();
+  // Once the listener is closed, httplib's chunked writer no longer calls a content provider
+  // it has not called yet: a stream whose status line had gone out just before would end
+  // without its error event, [DONE] or last chunk. The engine now refuses or cuts every run at
+  // once, so the open streams end within milliseconds; wait for them (a client that stopped
+  // reading holds its writer up to httplib's 5 s write timeout), then close the listener.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (open_streams_.load() > 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   svr_->stop();
 }
 
@@ -314,9 +322,15 @@ void HttpServer::completion(const httplib::Request& req, httplib::Response& res,
   Prepared prompt = engine_.prepare(r);
   ResponseMeta meta = new_meta(ep, engine_.model_id());
   if (r.stream) {
-    auto job = std::make_shared<StreamJob>(StreamJob{std::move(r), std::move(prompt),
-                                                     std::move(meta), req.method, req.path,
-                                                     opts_.log_requests, request_socket(req)});
+    // Counted while httplib holds it (stop() waits for the count to drop to 0).
+    ++open_streams_;
+    const std::shared_ptr<StreamJob> job(
+        new StreamJob{std::move(r), std::move(prompt), std::move(meta), req.method, req.path,
+                      opts_.log_requests, request_socket(req)},
+        [this](StreamJob* j) {
+          delete j;
+          --open_streams_;
+        });
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");  // proxies: pass events through at once
     res.set_chunked_content_provider("text/event-stream",

@@ -1,6 +1,7 @@
 // The HTTP face of the server: routes, API-key check, CORS, body limit, JSON and SSE
 // responses, on cpp-httplib. Knows nothing about models beyond the Engine interface.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -51,6 +52,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> svr_;
   ClientSocket listener_ = kNoSocket;  // the listening socket, seen in set_socket_options
   int64_t created_;                    // reported as the model's creation time
+  std::atomic<int> open_streams_{0};   // streamed responses not yet destroyed (stop() waits)
 };
 
 }  // namespace krafla::server
