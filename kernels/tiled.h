@@ -269,11 +269,20 @@ void matmul_t(const void* packed, int64_t cols, int64_t r0, int64_t r1, const vo
   const int64_t tok_step = imin(n_tok, 4);
   const int64_t r_step = K::r_step(tok_step);
   const int64_t i_end = Layout<kTile>::n_tiles(r1);
+  const int64_t n_steps = (n_tok + tok_step - 1) / tok_step;
   for (int64_t i = r0 / kTile; i < i_end; i += r_step) {
     const int nr = int(imin(r_step, i_end - i));
     int valid[4];
     for (int r = 0; r < nr; ++r) valid[r] = int(imin(kTile, r1 - (i + r) * kTile));
-    for (int64_t tok = 0; tok < n_tok; tok += tok_step) {
+    // Several token steps (prefill): each one prefetches a slice of the next row group, so
+    // that group's first step finds its weights in cache instead of waiting on memory.
+    const int64_t next_tiles = imin(r_step, i_end - i - r_step);  // <= 0 for the last group
+    const size_t next_bytes = n_steps > 1 && next_tiles > 0 ? size_t(next_tiles) * tb : 0;
+    const size_t slice = (next_bytes / size_t(n_steps) + 64) & ~size_t(63);
+    const uint8_t* next = static_cast<const uint8_t*>(packed) + (i + r_step) * tb;
+    for (int64_t tok = 0, step = 0; tok < n_tok; tok += tok_step, ++step) {
+      if (const size_t off = size_t(step) * slice; off < next_bytes)
+        prefetch_lines(next + off, size_t(imin(int64_t(slice), int64_t(next_bytes - off))));
       const int nt = int(imin(tok_step, n_tok - tok));
       const MmArgs m{static_cast<const uint8_t*>(packed) + i * tb,
                      tb,
