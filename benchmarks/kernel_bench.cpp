@@ -172,9 +172,13 @@ void bm_vec(benchmark::State& state, VecOp op) {
 
 void shapes(benchmark::internal::Benchmark* b) {
   for (int64_t n_tok : {1, 128})
-    for (auto [rows, cols] :
-         {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048},
-          {896, 896}, {4864, 896}, {896, 4864}})  // 1B-class, then 0.5B-class
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2048},
+                              {5632, 2048},
+                              {2048, 5632},
+                              {32000, 2048},
+                              {896, 896},
+                              {4864, 896},
+                              {896, 4864}})  // 1B-class, then 0.5B-class
       b->Args({rows, cols, n_tok});
   b->ArgNames({"rows", "cols", "n_tok"})->Unit(benchmark::kMicrosecond);
 }

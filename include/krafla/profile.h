@@ -19,8 +19,7 @@ enum class Op : int {
   MatDeltaIn,   // DeltaNet's input projections (qkv, z, beta, alpha)
   DeltaRule,    // DeltaNet's conv, gates, recurrence and gated norm
   MatDeltaOut,  // DeltaNet's output projection
-  MatGateUp,    // the MLP's gate and up projections
-  Activation,   // SwiGLU / GeGLU
+  MatGateUp,    // the MLP's gate and up projections with its SwiGLU / GeGLU (fused)
   MatDown,      // the MLP's down projection
   Residual,     // residual adds (and Gemma's post-norms)
   MatOutput,    // the output (logits) projection

@@ -104,20 +104,20 @@ void Forward::mlp(const LayerWeights& L, int n) {
   const int64_t ffn = c_.ffn_dim;
   float* gate = gate_.data<float>();
   const float* up = up_.data<float>();
-  mm_.run(Op::MatGateUp, h_.data<float>(), c_.dim, n,
-          {{&L.gate, gate}, {&L.up, up_.data<float>()}});
   const bool gelu = c_.activation == ModelConfig::Activation::GeluTanh;
-  {
-    const ProfileScope scope(mm_.profile(), Op::Activation);
-    pool_.for_each(n, [&](int64_t t) {
-      float* g = gate + t * ffn;
-      if (gelu) {
-        K::geglu(g, up + t * ffn, g, ffn);
-      } else {
-        K::swiglu(g, up + t * ffn, g, ffn);
-      }
-    });
-  }
+  // The activation runs on each chunk of gate/up rows as soon as both are computed, still in
+  // cache, and leaves its result in gate.
+  mm_.run_then(Op::MatGateUp, h_.data<float>(), c_.dim, n,
+               {{&L.gate, gate}, {&L.up, up_.data<float>()}}, [&](int64_t r0, int64_t r1) {
+                 for (int t = 0; t < n; ++t) {
+                   float* g = gate + t * ffn + r0;
+                   if (gelu) {
+                     K::geglu(g, up + t * ffn + r0, g, r1 - r0);
+                   } else {
+                     K::swiglu(g, up + t * ffn + r0, g, r1 - r0);
+                   }
+                 }
+               });
   mm_.run(Op::MatDown, gate, ffn, n, {{&L.down, tmp_.data<float>()}});
 }
 

@@ -1,5 +1,11 @@
 #include "ops/matmul.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "krafla/error.h"
+
 namespace krafla {
 
 namespace K = kernels;
@@ -9,8 +15,8 @@ Matmuls::Matmuls(ThreadPool& pool, int n_batch, int64_t max_cols) : pool_(pool) 
   for (int t = 0; t < 4; ++t) act_[t].resize(size_t(n_batch) * K::act_row_size(WType(t), max_cols));
 }
 
-void Matmuls::run(Op op, const float* in, int64_t cols, int n, std::span<const MatJob> jobs) {
-  const ProfileScope scope(profile_, op);
+// Adds the input to the imatrix and quantizes it once for each weight type the jobs need.
+void Matmuls::quantize(const float* in, int64_t cols, int n, std::span<const MatJob> jobs) {
   if (imatrix_)
     for (const auto& j : jobs) imatrix_->add(j.m->name, in, cols, n);
   bool need[4] = {false, false, false, false};
@@ -21,15 +27,46 @@ void Matmuls::run(Op op, const float* in, int64_t cols, int n, std::span<const M
         K::quantize_act(WType(t), in + tok * cols, cols,
                         act_[t].data() + tok * K::act_row_size(WType(t), cols));
   });
+}
+
+void Matmuls::mul(const MatJob& j, int64_t r0, int64_t r1, int n) {
+  if (r0 < r1)
+    K::matmul(j.m->type, j.m->packed_data(), j.m->rows, j.m->cols, r0, r1,
+              act_[int(j.m->type)].data(), n, j.out, j.m->rows);
+}
+
+void Matmuls::run(Op op, const float* in, int64_t cols, int n, std::span<const MatJob> jobs) {
+  const ProfileScope scope(profile_, op);
+  quantize(in, cols, n, jobs);
   // Not pool_.split: every job's rows are split separately, all in one region.
   const int64_t tile = K::row_tile();
   const int nt = pool_.size();
   pool_.run([&](int ti) {
     for (const auto& j : jobs) {
       auto [r0, r1] = split_range(j.m->rows, ti, nt, tile);
-      if (r0 < r1)
-        K::matmul(j.m->type, j.m->packed_data(), j.m->rows, j.m->cols, r0, r1,
-                  act_[int(j.m->type)].data(), n, j.out, j.m->rows);
+      mul(j, r0, r1, n);
+    }
+  });
+}
+
+void Matmuls::run_then(Op op, const float* in, int64_t cols, int n, std::span<const MatJob> jobs,
+                       const RowsFn& after) {
+  const ProfileScope scope(profile_, op);
+  const int64_t rows = jobs.empty() ? 0 : jobs[0].m->rows;
+  for (const auto& j : jobs)
+    if (j.m->rows != rows)
+      throw Error(fmt::format("internal: run_then over {} ({} rows) and {} ({} rows)",
+                              jobs[0].m->name, rows, j.m->name, j.m->rows));
+  quantize(in, cols, n, jobs);
+  // 256 rows: for a 128-token batch, 128 KiB of outputs per job, read back from L2 by `after`.
+  const int64_t tile = K::row_tile(), chunk = std::max<int64_t>(tile, 256 / tile * tile);
+  const int nt = pool_.size();
+  pool_.run([&](int ti) {
+    const auto [r0, r1] = split_range(rows, ti, nt, tile);
+    for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+      const int64_t c1 = std::min(r1, c0 + chunk);
+      for (const auto& j : jobs) mul(j, c0, c1, n);
+      after(c0, c1);
     }
   });
 }

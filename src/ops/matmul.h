@@ -2,6 +2,7 @@
 // quantized once per weight type, then several matrices multiplied in one parallel region.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -44,6 +45,17 @@ class Matmuls {
   void run(Op op, const float* in, int64_t cols, int n, std::initializer_list<MatJob> jobs) {
     run(op, in, cols, n, std::span<const MatJob>(jobs.begin(), jobs.size()));
   }
+  // The same for jobs of equal row counts, followed by `after(r0, r1)` on each chunk of rows
+  // once every job has computed it (for all n input rows): each thread walks its rows in chunks
+  // small enough for the outputs to be still in cache when `after` reads them (the MLP's
+  // activation, fused with its gate and up projections).
+  using RowsFn = std::function<void(int64_t, int64_t)>;
+  void run_then(Op op, const float* in, int64_t cols, int n, std::span<const MatJob> jobs,
+                const RowsFn& after);
+  void run_then(Op op, const float* in, int64_t cols, int n, std::initializer_list<MatJob> jobs,
+                const RowsFn& after) {
+    run_then(op, in, cols, n, std::span<const MatJob>(jobs.begin(), jobs.size()), after);
+  }
   ThreadPool& pool() const { return pool_; }
   // The profile every block of the forward pass times its steps into (null: none).
   Profile* profile() const { return profile_; }
@@ -53,6 +65,8 @@ class Matmuls {
   void set_imatrix(Imatrix* m) { imatrix_ = m; }
 
  private:
+  void quantize(const float* in, int64_t cols, int n, std::span<const MatJob> jobs);
+  void mul(const MatJob& j, int64_t r0, int64_t r1, int n);
   ThreadPool& pool_;
   Profile* profile_ = nullptr;
   Imatrix* imatrix_ = nullptr;

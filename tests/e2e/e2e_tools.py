@@ -265,7 +265,7 @@ def case_profile(a, model: str) -> None:
     share = float(total.group(2))
     print(f"profile rows {sorted(rows)}, total {share}% of the wall time")
     assert 90.0 <= share <= 100.5, r.stderr
-    want = ["matmul q/k/v", "matmul gate/up", "matmul down", "matmul output", "sampling"]
+    want = ["matmul q/k/v", "gate/up + act", "matmul down", "matmul output", "sampling"]
     want += ["delta rule"] if model == "qwen35" else ["attention"]
     for name in want:
         assert name in rows, (name, r.stderr)

@@ -154,7 +154,9 @@ void expect_batch_equals_alone(const Model& m) {
   }
   batch.eval_batch(work);
   for (size_t i = 0; i < more.size(); ++i) {
-    if (i % 2 == 0) ASSERT_EQ(rows[i], want[i]) << "sequence " << i;
+    if (i % 2 == 0) {
+      ASSERT_EQ(rows[i], want[i]) << "sequence " << i;
+    }
     ASSERT_EQ(batch.logits(int(i)), alone[i]->logits()) << "sequence " << i;
   }
 }

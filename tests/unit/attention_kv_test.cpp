@@ -24,12 +24,12 @@ TEST(AttendGroup, ReducedCachesEqualF32OverTheirOwnValues) {
   const int n_ctx = 100, hd = 64, group = 2;
   std::mt19937 rng(5);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  for (const auto [t, chunk] : {std::pair{KvType::F16, 0},
-                                {KvType::Q8_0, 0},
-                                {KvType::F32, 7},
-                                {KvType::F16, 5},
-                                {KvType::Q8_0, 32},
-                                {KvType::F32, 33}}) {
+  for (const auto& [t, chunk] : {std::pair{KvType::F16, 0},
+                                 {KvType::Q8_0, 0},
+                                 {KvType::F32, 7},
+                                 {KvType::F16, 5},
+                                 {KvType::Q8_0, 32},
+                                 {KvType::F32, 33}}) {
     KvCache reduced(c, n_ctx, t, chunk), exact(c, n_ctx, KvType::F32, 128);
     std::vector<float> k(hd), v(hd), kr(hd), vr(hd);
     std::vector<K::BlockQ8_0> blk(hd / 32);
@@ -65,9 +65,10 @@ TEST(AttendGroup, ReducedCachesEqualF32OverTheirOwnValues) {
         ASSERT_EQ(o1[i], o2[i]) << kv_type_name(t) << " chunk " << chunk << " first " << first
                                 << " i " << i;
     }
-    if (chunk == 0)  // one chunk of 128 positions each
+    if (chunk == 0) {  // one chunk of 128 positions each
       EXPECT_EQ(reduced.size_bytes() * (t == KvType::F16 ? 2 : 128),
                 exact.size_bytes() * (t == KvType::F16 ? 1 : 34));
+    }
   }
 }
 
