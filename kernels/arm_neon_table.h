@@ -282,7 +282,10 @@ struct Tiled : tiled::SmallRegisterTiles<Dot::kDecodeTiles> {
   static float32x4_t to_f32(int32x4_t x) { return vcvtq_f32_s32(x); }
   static float32x4_t load_f16(const uint8_t* p) { return half4(p); }
   // The first line of the record 8 ahead: the hardware prefetcher follows the stream.
-  static void prefetch_q(const uint8_t* rec, size_t bytes) { __builtin_prefetch(rec + 8 * bytes); }
+  static constexpr int64_t kPrefetchRecs = 8;
+  static void prefetch_q(const uint8_t* rec, size_t bytes) {
+    __builtin_prefetch(rec + kPrefetchRecs * bytes);
+  }
   template <bool kF16>
   static void prefetch_f(const uint8_t* col, int64_t) {
     __builtin_prefetch(col + 512);

@@ -193,6 +193,7 @@ struct Sse : tiled::SmallRegisterTiles<4> {
   static constexpr int kTile = sse::kTile;
   static __m128 to_f32(__m128i x) { return _mm_cvtepi32_ps(x); }
   static __m128 load_f16(const uint8_t* p) { return load_half4<false>(p); }
+  static constexpr int64_t kPrefetchRecs = Dot::kPrefetchRecs;
   static void prefetch_q(const uint8_t* rec, size_t bytes) {
     if constexpr (Dot::kPrefetchRecs > 0)
       tiled::prefetch_lines(rec + Dot::kPrefetchRecs * bytes, bytes);

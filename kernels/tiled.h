@@ -133,6 +133,7 @@ struct SmallRegisterTiles {
 // +42-65% on Q8_0/Q4_0 decode, avxvnni +20-40%), 1 KiB ahead in an F32/F16 column stream.
 template <size_t kRecs>
 struct StreamPrefetch {
+  static constexpr int64_t kPrefetchRecs = kRecs;
   static void prefetch_q(const uint8_t* rec, size_t bytes) {
     prefetch_lines(rec + kRecs * bytes, bytes);
   }
@@ -169,7 +170,8 @@ struct Accumulators {
 //    fills ia[r][t] with the exact int32 sum of record wb[r] (tile r, block b) with token t's
 //    block b, one lane per row, the correction a[t][b].corr already taken off;
 //  * P::to_f32(I), P::load_f16(p) (kTile halves: a record's scales, an F16 tile column);
-//  * P::prefetch_q(rec, bytes) and P::prefetch_f<kF16>(col, c): the decode prefetch.
+//  * P::prefetch_q(rec, bytes) and P::prefetch_f<kF16>(col, c): the decode prefetch, the
+//    first P::kPrefetchRecs records ahead of rec.
 // Per block, acc = fma(float(isum), d_w*d_a, acc) in the row's lane whatever R and T are, which
 // is what makes each output bitwise independent of the register tile.
 template <class P, bool kQ4, int R, int T>
@@ -184,7 +186,11 @@ void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       wb[r] = w + r * tbytes + b * kRec;
-      if constexpr (T == 1) P::prefetch_q(wb[r], kRec);
+      // P::kPrefetchRecs records ahead in tile r's stream; past the tile's end, in the next
+      // row group's tile r (not the next tile, which is this group's and already streaming),
+      // so that group's streams start warm.
+      if constexpr (T == 1)
+        P::prefetch_q(wb[r] + (b + P::kPrefetchRecs >= nb ? (R - 1) * tbytes : 0), kRec);
     }
     typename P::I ia[R][T];
     P::template block<kQ4, R, T>(wb, a, b, ia);

@@ -139,7 +139,9 @@ TEST(Tokenizer, SpecialIdsFromConfig) {
     EXPECT_EQ(t->bos_id(), w.bos) << w.name;
     EXPECT_EQ(t->eos_id(), w.eos) << w.name;
     EXPECT_EQ(t->vocab_size(), w.vocab) << w.name;
-    if (w.bos >= 0) EXPECT_TRUE(t->is_special(w.bos)) << w.name;
+    if (w.bos >= 0) {
+      EXPECT_TRUE(t->is_special(w.bos)) << w.name;
+    }
   }
 }
 
