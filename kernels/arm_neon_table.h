@@ -283,9 +283,7 @@ struct Tiled : tiled::SmallRegisterTiles<Dot::kDecodeTiles> {
   static float32x4_t load_f16(const uint8_t* p) { return half4(p); }
   // The first line of the record 8 ahead: the hardware prefetcher follows the stream.
   static constexpr int64_t kPrefetchRecs = 8;
-  static void prefetch_q(const uint8_t* rec, size_t bytes) {
-    __builtin_prefetch(rec + kPrefetchRecs * bytes);
-  }
+  static void prefetch_q(const uint8_t* rec, size_t) { __builtin_prefetch(rec); }
   template <bool kF16>
   static void prefetch_f(const uint8_t* col, int64_t) {
     __builtin_prefetch(col + 512);

@@ -194,10 +194,7 @@ struct Sse : tiled::SmallRegisterTiles<4> {
   static __m128 to_f32(__m128i x) { return _mm_cvtepi32_ps(x); }
   static __m128 load_f16(const uint8_t* p) { return load_half4<false>(p); }
   static constexpr int64_t kPrefetchRecs = Dot::kPrefetchRecs;
-  static void prefetch_q(const uint8_t* rec, size_t bytes) {
-    if constexpr (Dot::kPrefetchRecs > 0)
-      tiled::prefetch_lines(rec + Dot::kPrefetchRecs * bytes, bytes);
-  }
+  static void prefetch_q(const uint8_t* rec, size_t bytes) { tiled::prefetch_lines(rec, bytes); }
   // F32 only, once per cache line of the column stream (see kPrefetchBytes).
   template <bool kF16>
   static void prefetch_f(const uint8_t* col, int64_t c) {

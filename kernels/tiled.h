@@ -134,9 +134,7 @@ struct SmallRegisterTiles {
 template <size_t kRecs>
 struct StreamPrefetch {
   static constexpr int64_t kPrefetchRecs = kRecs;
-  static void prefetch_q(const uint8_t* rec, size_t bytes) {
-    prefetch_lines(rec + kRecs * bytes, bytes);
-  }
+  static void prefetch_q(const uint8_t* rec, size_t bytes) { prefetch_lines(rec, bytes); }
   template <bool kF16>
   static void prefetch_f(const uint8_t* col, int64_t) {
     __builtin_prefetch(col + 1024);
@@ -170,8 +168,9 @@ struct Accumulators {
 //    fills ia[r][t] with the exact int32 sum of record wb[r] (tile r, block b) with token t's
 //    block b, one lane per row, the correction a[t][b].corr already taken off;
 //  * P::to_f32(I), P::load_f16(p) (kTile halves: a record's scales, an F16 tile column);
-//  * P::prefetch_q(rec, bytes) and P::prefetch_f<kF16>(col, c): the decode prefetch, the
-//    first P::kPrefetchRecs records ahead of rec.
+//  * P::kPrefetchRecs (0: none) and P::prefetch_q(rec, bytes), which fetches the record at rec
+//    (or its first line): the decode prefetch of the quant streams, that many records ahead;
+//    P::prefetch_f<kF16>(col, c): an F32/F16 column stream's.
 // Per block, acc = fma(float(isum), d_w*d_a, acc) in the row's lane whatever R and T are, which
 // is what makes each output bitwise independent of the register tile.
 template <class P, bool kQ4, int R, int T>
@@ -189,8 +188,10 @@ void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const
       // P::kPrefetchRecs records ahead in tile r's stream; past the tile's end, in the next
       // row group's tile r (not the next tile, which is this group's and already streaming),
       // so that group's streams start warm.
-      if constexpr (T == 1)
-        P::prefetch_q(wb[r] + (b + P::kPrefetchRecs >= nb ? (R - 1) * tbytes : 0), kRec);
+      if constexpr (T == 1 && P::kPrefetchRecs > 0)
+        P::prefetch_q(
+            wb[r] + P::kPrefetchRecs * kRec + (b + P::kPrefetchRecs >= nb ? (R - 1) * tbytes : 0),
+            kRec);
     }
     typename P::I ia[R][T];
     P::template block<kQ4, R, T>(wb, a, b, ia);
