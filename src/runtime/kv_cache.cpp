@@ -92,8 +92,9 @@ const float* KvCache::HeadView::rows(const uint8_t* base, int64_t pos, int64_t m
 
 void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const float* v) {
   const HeadView h = head(layer, kv_head);
-  uint8_t* dk = h.k + h.offset(pos);
-  uint8_t* dv = h.v + h.offset(pos);
+  const size_t at = h.offset(pos);
+  uint8_t* dk = h.k + at;
+  uint8_t* dv = h.v + at;
   switch (type_) {
     case KvType::F32:
       std::memcpy(dk, k, row_bytes_);

@@ -322,15 +322,17 @@ void HttpServer::completion(const httplib::Request& req, httplib::Response& res,
   Prepared prompt = engine_.prepare(r);
   ResponseMeta meta = new_meta(ep, engine_.model_id());
   if (r.stream) {
-    // Counted while httplib holds it (stop() waits for the count to drop to 0).
+    // Counted while httplib holds it (stop() waits for the count to drop to 0): counted once
+    // made, and the deleter, which uncounts it, owns it from then on (also if the shared_ptr's
+    // own allocation throws).
+    auto made = std::make_unique<StreamJob>(StreamJob{std::move(r), std::move(prompt),
+                                                      std::move(meta), req.method, req.path,
+                                                      opts_.log_requests, request_socket(req)});
     ++open_streams_;
-    const std::shared_ptr<StreamJob> job(
-        new StreamJob{std::move(r), std::move(prompt), std::move(meta), req.method, req.path,
-                      opts_.log_requests, request_socket(req)},
-        [this](StreamJob* j) {
-          delete j;
-          --open_streams_;
-        });
+    const std::shared_ptr<StreamJob> job(made.release(), [this](StreamJob* j) {
+      delete j;
+      --open_streams_;
+    });
     res.set_header("Cache-Control", "no-cache");
     res.set_header("X-Accel-Buffering", "no");  // proxies: pass events through at once
     res.set_chunked_content_provider("text/event-stream",
