@@ -14,15 +14,19 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <unordered_map>
+#include <iterator>
 
 #include "io/gguf_import.h"
 #include "krafla/error.h"
+#include "tokenizer/flat_index.h"
 
 namespace krafla {
 namespace {
 
 using nlohmann::json;
+
+// model.merges: the left and right strings of each, in rank order.
+using Merges = std::vector<std::pair<std::string_view, std::string_view>>;
 
 // tokenizer.ggml.token_type (llama.cpp's llama_token_type)
 enum TokenType {
@@ -41,7 +45,9 @@ enum TokenType {
 struct Vocab {
   const std::vector<std::string>& tokens;
   std::vector<int> types;
-  std::unordered_map<std::string_view, int> index;  // first id of each string
+  tok::TokenIndex index;  // first id of each string
+
+  int find(std::string_view s) const { return index.find(s, tokens); }
 };
 
 Vocab read_vocab(const GgufFile& g) {
@@ -55,8 +61,9 @@ Vocab read_vocab(const GgufFile& g) {
                           t.strings.size()));
     for (size_t i = 0; i < ty->numbers.size(); ++i) v.types[i] = int(ty->numbers[i]);
   }
-  v.index.reserve(t.strings.size());
-  for (size_t i = 0; i < t.strings.size(); ++i) v.index.emplace(t.strings[i], int(i));
+  v.index.reserve(t.strings.size(), t.strings);
+  for (size_t i = t.strings.size(); i-- > 0;)
+    v.index.insert(int32_t(i), t.strings);  // the first id wins
   return v;
 }
 
@@ -100,12 +107,38 @@ json template_processing(const Vocab& v, int bos, int eos) {
           {"special_tokens", special}};
 }
 
-// model.vocab: each token string to its first id.
-json vocab_object(const Vocab& v) {
-  json vocab = json::object();
-  for (size_t i = 0; i < v.tokens.size(); ++i)
-    if (!vocab.contains(v.tokens[i])) vocab[v.tokens[i]] = i;
-  return vocab;
+// A JSON string literal of `s` (the library's escaping; invalid UTF-8 throws json::exception).
+void append_string(std::string& out, std::string_view s) { out += json(s).dump(); }
+
+// tokenizer.json's text: `doc` and, inside its "model" object, "vocab" (each token string to its
+// first id) and "merges", written straight as text. A JSON object of 150k entries would cost a
+// second of allocation before the tokenizer reads the text back.
+std::string tokenizer_json(json doc, const Vocab& v, const Merges& merges) {
+  json model = std::move(doc["model"]);
+  doc.erase("model");
+  std::string out = doc.dump();
+  out.pop_back();  // the closing brace; "model" goes last
+  out += ",\"model\":";
+  std::string m = model.dump();
+  m.pop_back();
+  out += m;
+  out += ",\"vocab\":{";
+  for (size_t i = 0; i < v.tokens.size(); ++i) {
+    if (v.find(v.tokens[i]) != int(i)) continue;  // a repeat: the first id wins
+    if (out.back() != '{') out += ',';
+    append_string(out, v.tokens[i]);
+    fmt::format_to(std::back_inserter(out), ":{}", i);
+  }
+  out += "},\"merges\":[";
+  for (size_t i = 0; i < merges.size(); ++i) {
+    out += i ? ",[" : "[";
+    append_string(out, merges[i].first);
+    out += ',';
+    append_string(out, merges[i].second);
+    out += ']';
+  }
+  out += "]}}";
+  return out;
 }
 
 // tokenizer_config.json's bos/eos tokens and the file's chat template.
@@ -121,7 +154,7 @@ size_t utf8_len(unsigned char c) {
   return c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
 }
 
-json spm_merges(const GgufFile& g, const Vocab& v) {
+Merges spm_merges(const GgufFile& g, const Vocab& v) {
   const GgufValue& sc = g.array("tokenizer.ggml.scores");
   if (sc.numbers.size() != v.tokens.size())
     fail(g, fmt::format("tokenizer.ggml.scores has {} entries for {} tokens", sc.numbers.size(),
@@ -136,9 +169,10 @@ json spm_merges(const GgufFile& g, const Vocab& v) {
     const std::string_view t = v.tokens[i];
     for (size_t k = utf8_len(static_cast<unsigned char>(t[0])); k < t.size();
          k += utf8_len(static_cast<unsigned char>(t[k]))) {
-      auto l = v.index.find(t.substr(0, k)), r = v.index.find(t.substr(k));
-      if (l != v.index.end() && r != v.index.end())
-        merges.push_back({sc.numbers[i], int(i), l->second, r->second});
+      const int l = v.find(t.substr(0, k));
+      if (l < 0) continue;
+      if (const int r = v.find(t.substr(k)); r >= 0)
+        merges.push_back({sc.numbers[i], int(i), l, r});
     }
   }
   std::stable_sort(merges.begin(), merges.end(), [](const Merge& a, const Merge& b) {
@@ -146,9 +180,10 @@ json spm_merges(const GgufFile& g, const Vocab& v) {
     if (a.merged != b.merged) return a.merged < b.merged;
     return std::pair(a.left, a.right) < std::pair(b.left, b.right);
   });
-  json out = json::array();
+  Merges out;
+  out.reserve(merges.size());
   for (const Merge& m : merges)
-    out.push_back({v.tokens[size_t(m.left)], v.tokens[size_t(m.right)]});
+    out.emplace_back(v.tokens[size_t(m.left)], v.tokens[size_t(m.right)]);
   return out;
 }
 
@@ -184,9 +219,7 @@ TokenizerFiles spm_files(const GgufFile& g) {
                {"dropout", nullptr},
                {"unk_token", unk >= 0 ? json(v.tokens[size_t(unk)]) : json(nullptr)},
                {"fuse_unk", true},
-               {"byte_fallback", true},
-               {"vocab", vocab_object(v)},
-               {"merges", spm_merges(g, v)}}}};
+               {"byte_fallback", true}}}};
   json cfg = {{"add_bos_token", add_bos},
               {"add_eos_token", add_eos},
               {"clean_up_tokenization_spaces", false},
@@ -194,7 +227,7 @@ TokenizerFiles spm_files(const GgufFile& g) {
               {"tokenizer_class", "LlamaTokenizer"}};
   if (unk >= 0) cfg["unk_token"] = v.tokens[size_t(unk)];
   config_tokens(g, v, bos, eos, cfg);
-  return {tj.dump(), cfg.dump()};
+  return {tokenizer_json(std::move(tj), v, spm_merges(g, v)), cfg.dump()};
 }
 
 json split(const char* regex) {
@@ -264,14 +297,15 @@ TokenizerFiles bpe_files(const GgufFile& g) {
   const PreTokenizer& pre = pre_tokenizer(g);
   const GgufValue& mg = g.array("tokenizer.ggml.merges");
   if (mg.elem != GgufType::String) fail(g, "tokenizer.ggml.merges is not an array of strings");
-  json merges = json::array();
+  Merges merges;
+  merges.reserve(mg.strings.size());
   for (size_t i = 0; i < mg.strings.size(); ++i) {
     const std::string& m = mg.strings[i];
     const size_t sp = m.find(' ', 1);  // a token may start with a space, never hold one after
     if (sp == std::string::npos)
       fail(g,
            fmt::format("tokenizer.ggml.merges[{}] '{}' is not two tokens split by a space", i, m));
-    merges.push_back({m.substr(0, sp), m.substr(sp + 1)});
+    merges.emplace_back(std::string_view(m).substr(0, sp), std::string_view(m).substr(sp + 1));
   }
   const int bos = token_id(g, v, "tokenizer.ggml.bos_token_id");
   const int eos = token_id(g, v, "tokenizer.ggml.eos_token_id");
@@ -289,14 +323,12 @@ TokenizerFiles bpe_files(const GgufFile& g) {
                {"unk_token", nullptr},
                {"fuse_unk", false},
                {"byte_fallback", false},
-               {"ignore_merges", pre.ignore_merges},
-               {"vocab", vocab_object(v)},
-               {"merges", merges}}}};
+               {"ignore_merges", pre.ignore_merges}}}};
   json cfg = {{"add_bos_token", add_bos},
               {"add_eos_token", add_eos},
               {"clean_up_tokenization_spaces", pre.clean_spaces}};
   config_tokens(g, v, bos, eos, cfg);
-  return {tj.dump(), cfg.dump()};
+  return {tokenizer_json(std::move(tj), v, merges), cfg.dump()};
 }
 
 }  // namespace
