@@ -91,7 +91,7 @@ def case_gguf(a, model: str) -> None:
         assert want_note in r.stderr, r.stderr
         assert np.array_equal(np.load(out).view(np.uint32), x.view(np.uint32)), want_note
     tok = os.path.join(a.bin, "ml_tok")
-    # All the texts in one (each ml_tok start on a GGUF rebuilds its tokenizer: 1-3 s)
+    # All the texts in one (each ml_tok start on a GGUF rebuilds its tokenizer: 0.4-1.2 s)
     text = "\n\n".join(TEXTS)
     for extra in ([], ["--no-special"]):
         g_ids = must([tok, g, "encode", *extra, text]).stdout
