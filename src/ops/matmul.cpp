@@ -58,8 +58,11 @@ void Matmuls::run_then(Op op, const float* in, int64_t cols, int n, std::span<co
       throw Error(fmt::format("internal: run_then over {} ({} rows) and {} ({} rows)",
                               jobs[0].m->name, rows, j.m->name, j.m->rows));
   quantize(in, cols, n, jobs);
-  // 256 rows: for a 128-token batch, 128 KiB of outputs per job, read back from L2 by `after`.
-  const int64_t tile = K::row_tile(), chunk = std::max<int64_t>(tile, 256 / tile * tile);
+  // Chunks of 32k outputs per job (128 KiB, read back from L2 by `after`): 256 rows for a
+  // 128-token batch; one token's whole share in one chunk, so that each matrix streams
+  // straight through (every switch between the jobs restarts their weight streams cold).
+  const int64_t tile = K::row_tile();
+  const int64_t chunk = std::max<int64_t>(tile, 32768 / std::max(n, 1) / tile * tile);
   const int nt = pool_.size();
   pool_.run([&](int ti) {
     const auto [r0, r1] = split_range(rows, ti, nt, tile);
