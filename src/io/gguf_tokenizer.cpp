@@ -167,6 +167,7 @@ Merges spm_merges(const GgufFile& g, const Vocab& v) {
   for (size_t i = 0; i < v.tokens.size(); ++i) {
     if (v.types[i] != kNormal && v.types[i] != kUserDefined) continue;
     const std::string_view t = v.tokens[i];
+    if (t.empty()) continue;
     for (size_t k = utf8_len(static_cast<unsigned char>(t[0])); k < t.size();
          k += utf8_len(static_cast<unsigned char>(t[k]))) {
       const int l = v.find(t.substr(0, k));
