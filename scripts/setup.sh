@@ -10,6 +10,9 @@ missing=()
 # Node.js (the reference tokenizer, chat templates and the OpenAI client in the tests) may
 # come from elsewhere than Debian; install Debian's only when there is none.
 command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+# --tests: ccache, which builds the second preset of scripts/test.sh from the first one's
+# objects (only the kernel TU differs).
+[[ " $* " == *" --tests "* ]] && pkgs+=(ccache)
 # --windows: the MinGW-w64 cross compiler and Wine for scripts/test_windows.sh.
 [[ " $* " == *" --windows "* ]] && pkgs+=(g++-mingw-w64-x86-64 wine64)
 # --sanitizers: clang with its sanitizer and libFuzzer runtimes, for the asan and fuzz presets

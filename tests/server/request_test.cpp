@@ -351,7 +351,9 @@ TEST(OpenAiShapes, ChunksAndErrors) {
   EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
   EXPECT_TRUE(first["choices"][0]["finish_reason"].is_null());
   EXPECT_TRUE(first["usage"].is_null());
-  Json last = chunk_json(m, Choice{.finish = "stop"}, false, false);
+  Choice stop;
+  stop.finish = "stop";
+  Json last = chunk_json(m, stop, false, false);
   EXPECT_TRUE(last["choices"][0]["delta"].empty());
   EXPECT_FALSE(last.contains("usage"));
   Json usage = usage_chunk_json(m, {10, 4, 3});

@@ -5,6 +5,8 @@
 #include <ctime>
 #include <random>
 
+#include "kernels/kernels.h"
+
 namespace krafla::server {
 namespace {
 
@@ -35,7 +37,7 @@ ResponseMeta new_meta(Endpoint endpoint, const std::string& model) {
   m.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + random_suffix();
   m.model = model;
   m.created = int64_t(std::time(nullptr));
-  m.fingerprint = fmt::format("krafla-{}-{}", KRAFLA_VERSION, KRAFLA_ISA_NAME);
+  m.fingerprint = fmt::format("krafla-{}-{}", KRAFLA_VERSION, kernels::isa_name());
   return m;
 }
 
