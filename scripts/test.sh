@@ -13,7 +13,7 @@ presets=${KRAFLA_TEST_PRESETS:-$(scripts/detect_isa.sh --all | tr ' ' '\n' | hea
 # one's other objects come from the first one's (clean clone, 2 cores: 22.4 -> 18.6 min).
 cache=()
 if command -v ccache >/dev/null 2>&1; then
-  cache=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  cache=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="$root"
 fi
 status=0
