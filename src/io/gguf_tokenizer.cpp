@@ -114,15 +114,15 @@ void append_string(std::string& out, std::string_view s) { out += json(s).dump()
 // first id) and "merges", written straight as text. A JSON object of 150k entries would cost a
 // second of allocation before the tokenizer reads the text back.
 std::string tokenizer_json(json doc, const Vocab& v, const Merges& merges) {
+  // An object's text without its closing brace, for more members to follow.
+  const auto open = [](const json& o) {
+    std::string text = o.dump();
+    text.pop_back();
+    return text;
+  };
   json model = std::move(doc["model"]);
   doc.erase("model");
-  std::string out = doc.dump();
-  out.pop_back();  // the closing brace; "model" goes last
-  out += ",\"model\":";
-  std::string m = model.dump();
-  m.pop_back();
-  out += m;
-  out += ",\"vocab\":{";
+  std::string out = open(doc) + ",\"model\":" + open(model) + ",\"vocab\":{";
   for (size_t i = 0; i < v.tokens.size(); ++i) {
     if (v.find(v.tokens[i]) != int(i)) continue;  // a repeat: the first id wins
     if (out.back() != '{') out += ',';
