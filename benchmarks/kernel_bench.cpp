@@ -22,11 +22,12 @@ std::vector<uint8_t> stored_weights(WType t, int64_t rows, int64_t cols) {
   std::vector<uint8_t> w(row_bytes(t, cols) * rows);
   for (auto& b : w) b = uint8_t(rng());
   // Keep scales finite and small: every block starts with an f16 d.
-  const size_t blk = t == WType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
-  if (t == WType::Q8_0 || t == WType::Q4_0) {
+  const size_t blk = row_bytes(t, kQBlock);
+  if (t != WType::F32 && t != WType::F16) {
     for (size_t off = 0; off < w.size(); off += blk) {
       const uint16_t d = f32_to_f16_bits(0.01f);
       std::memcpy(&w[off], &d, 2);
+      if (t == WType::Q4_M) std::memcpy(&w[off + 2], &d, 2);  // m
     }
   } else if (t == WType::F16) {
     for (size_t i = 0; i < w.size(); i += 2) w[i + 1] &= 0x3b;  // |value| < 1
@@ -184,6 +185,7 @@ void shapes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK_CAPTURE(bm_matmul, Q4_0, WType::Q4_0)->Apply(shapes);
+BENCHMARK_CAPTURE(bm_matmul, Q4_M, WType::Q4_M)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, Q8_0, WType::Q8_0)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, F16, WType::F16)
     ->Args({2048, 2048, 1})

@@ -1,7 +1,8 @@
 // The NEON kernel table shared by neon32.cpp (ARMv7-A), neon.cpp (Armv8.0), dotprod.cpp and
 // i8mm.cpp, on the row-tiled layout of tiled.h with 4-row tiles (one q register):
 //  * F32/F16: a tile column is one vector; fma with the broadcast activation element.
-//  * Q8_0/Q4_0 records of kTile f16 scales, then the quants in one of two arrangements:
+//  * Q8_0/Q4_0/Q4_M records of kTile f16 scales, then the quants in one of two arrangements
+//    (then Q4_M's kTile f16 offsets):
 //    - dword lanes (tiled.h's, kPairs = false): 16 bytes = 4 rows x 4 consecutive quants, so
 //      a broadcast 4-byte activation group serves the 4 rows (sdot by lane, or vmull_s8 into
 //      int16 and vpadalq into int32 pairs);
@@ -128,12 +129,11 @@ template <bool kPairs>
 void pack_tiles(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                 void* dst) {
   if (t == WType::F32 || t == WType::F16) return L::pack(t, src, rows, cols, r0, r1, 0, dst);
-  const bool q4 = t == WType::Q4_0;
-  const int nq = q4 ? 16 : 32;
-  constexpr int kChunk = kPairs ? 8 : 4;  // consecutive quants kept together
+  const bool q4 = is_q4(t), q4m = t == WType::Q4_M;
+  const int nq = q4 ? 16 : 32, qs = q4m ? 4 : 2;  // quant bytes; their offset in a block
+  constexpr int kChunk = kPairs ? 8 : 4;          // consecutive quants kept together
   const uint8_t flip = q4 ? 0x88 : 0x00;
-  const size_t src_blk = q4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
-  const size_t rec = q4 ? L::kQ4Rec : L::kQ8Rec;
+  const size_t src_blk = row_bytes(t, kQBlock), rec = L::rec_bytes(t);
   const size_t rb = row_bytes(t, cols), tb = L::tile_bytes(t, cols);
   for (int64_t i = r0 / kTile; i < L::n_tiles(r1); ++i) {
     uint8_t* tile = static_cast<uint8_t*>(dst) + i * tb;
@@ -144,9 +144,10 @@ void pack_tiles(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0
         const uint8_t* blk = row + b * src_blk;
         uint8_t* out = tile + b * rec;
         std::memcpy(out + 2 * lane, blk, 2);
+        if (q4m) std::memcpy(out + L::kQ4Rec + 2 * lane, blk + 2, 2);  // the offsets
         for (int j = 0; j < nq; j += kChunk) {
           uint8_t* q = out + L::kQuants + quant_pos<kPairs>(lane, j, nq);
-          for (int k = 0; k < kChunk; ++k) q[k] = blk[2 + j + k] ^ flip;
+          for (int k = 0; k < kChunk; ++k) q[k] = blk[qs + j + k] ^ flip;
         }
       }
     }
@@ -329,6 +330,7 @@ void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
   if (copy_float_act(t, x, cols, dst)) return;
   for (int64_t b = 0; b < cols / kQBlock; ++b)
     arm::quantize_block(x + b * kQBlock, static_cast<tiled::ActBlock*>(dst) + b);
+  tiled::block_sums(t, static_cast<tiled::ActBlock*>(dst), cols / kQBlock);
 }
 
 KRAFLA_SCALAR_ROW_ENTRIES()

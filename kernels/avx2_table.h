@@ -202,7 +202,7 @@ struct Avx2 : tiled::SmallRegisterTiles<4>, tiled::StreamPrefetch<8> {
   }
 };
 
-// Q8 activations for the integer dot: corr = c*sum(q) per block, c = 8 for Q4_0 weights (their
+// Q8 activations for the integer dot: corr = c*sum(q) per block, c = 8 for Q4_0/Q4_M weights (their
 // nibbles are unsigned) and q8_c for Q8_0 (0 for maddubs' sign trick, 128 for VNNI's w + 128).
 void quantize_act_impl(WType t, const float* x, int64_t cols, void* dst, int32_t q8_c) {
   if (copy_float_act(t, x, cols, dst)) return;
@@ -225,7 +225,7 @@ void quantize_act_impl(WType t, const float* x, int64_t cols, void* dst, int32_t
                                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), bytes);
     out[b].d = d;
-    const int32_t c = t == WType::Q4_0 ? 8 : q8_c;
+    const int32_t c = is_q4(t) ? 8 : q8_c;
     if (c != 0) {
       const __m256i s =
           _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
@@ -239,6 +239,7 @@ void quantize_act_impl(WType t, const float* x, int64_t cols, void* dst, int32_t
       out[b].corr = 0;
     }
   }
+  tiled::block_sums(t, out, cols / kQBlock);
 }
 
 }  // namespace

@@ -269,6 +269,7 @@ void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
     out[b].corr = static_cast<int32_t>(uint32_t(c) *
                                        uint32_t(_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1))));
   }
+  tiled::block_sums(t, out, cols / kQBlock);
 }
 
 KRAFLA_SCALAR_ROW_ENTRIES()

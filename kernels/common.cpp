@@ -24,6 +24,8 @@ size_t row_bytes(WType t, int64_t cols) {
       return size_t(cols / kQBlock) * sizeof(BlockQ8_0);
     case WType::Q4_0:
       return size_t(cols / kQBlock) * sizeof(BlockQ4_0);
+    case WType::Q4_M:
+      return size_t(cols / kQBlock) * sizeof(BlockQ4_M);
   }
   return 0;
 }

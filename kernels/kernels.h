@@ -10,9 +10,13 @@
 namespace krafla::kernels {
 
 // Weight storage types. Values are stable (used in the pack cache later).
-enum class WType : int { F32 = 0, F16 = 1, Q8_0 = 2, Q4_0 = 3 };
+// Q4_M is Krafla's own: Q4_0 with a per-block offset, the form GGUF's Q4_1 and Q4_K rows take
+// (their per-32 scale and min) so that they run at 4 bits instead of being widened to Q8_0.
+enum class WType : int { F32 = 0, F16 = 1, Q8_0 = 2, Q4_0 = 3, Q4_M = 4 };
+constexpr int kWTypes = 5;  // the number of WTypes (arrays indexed by one)
+constexpr const char* kWTypeNames[kWTypes] = {"f32", "f16", "q8_0", "q4_0", "q4_m"};
 
-constexpr int kQBlock = 32;  // elements per Q8_0 / Q4_0 block
+constexpr int kQBlock = 32;  // elements per Q8_0 / Q4_0 / Q4_M block
 
 // ggml-compatible blocks, exactly as stored in the .mlb file.
 struct BlockQ8_0 {
@@ -23,79 +27,87 @@ struct BlockQ4_0 {
   uint16_t d;      // f16 scale
   uint8_t qs[16];  // byte j: element j (low nibble), element j+16 (high nibble); value = d*(n-8)
 };
-static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18);
+struct BlockQ4_M {
+  uint16_t d;      // f16 scale
+  uint16_t m;      // f16 offset
+  uint8_t qs[16];  // as BlockQ4_0's; value = d*(n-8) + m
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_M) == 20);
+
+// The 4-bit types: one nibble dot serves both (Q4_M adds m * (d_a * sum of the activations)).
+constexpr bool is_q4(WType t) { return t == WType::Q4_0 || t == WType::Q4_M; }
 
 // Bytes of one stored (unpacked, ggml-layout) row of `cols` elements.
 size_t row_bytes(WType t, int64_t cols);
 
-#define KRAFLA_KERNEL_TABLE                                                                       \
-  /* "scalar", "avx2", ... */                                                                     \
-  const char* isa_name();                                                                         \
-  /* nullptr when the running CPU (and OS) supports this build's ISA, else the name of the        \
-     first missing feature, e.g. "avx512vnni". Must itself use only baseline instructions. */     \
-  const char* missing_cpu_feature();                                                              \
-                                                                                                  \
-  /* ---- weight packing (done once at load) ---- */                                              \
-  /* Rows are packed in tiles of row_tile() rows; matmul row ranges start at multiples of it.     \
-     Partial last tiles are allowed (rows need not be a multiple). */                             \
-  int row_tile();                                                                                 \
-  size_t packed_size(WType t, int64_t rows, int64_t cols);                                        \
-  /* Pack rows [r0, r1) of `src` (row-major stored layout, the whole matrix) into `dst` (the      \
-     whole packed matrix, packed_size bytes). r0 is a multiple of row_tile(); r1 is too or ==     \
-     rows. Disjoint ranges may be packed concurrently. */                                         \
-  void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1,         \
-            void* dst);                                                                           \
-                                                                                                  \
-  /* ---- activations ---- */                                                                     \
-  /* Bytes of one activation row (cols elements) prepared for weights of type t: for F32/F16      \
-     weights the activation stays F32; for Q8_0/Q4_0 it is quantized to Q8 blocks in whatever     \
-     form this ISA's dot product wants (e.g. with block sums). */                                 \
-  size_t act_row_size(WType t, int64_t cols);                                                     \
-  void quantize_act(WType t, const float* x, int64_t cols, void* dst);                            \
-                                                                                                  \
-  /* ---- matrix multiply ---- */                                                                 \
-  /* out[tok*ld_out + r] = sum_c W[r][c] * X[tok][c]  for r in [r0, r1), tok in [0, n_tok).       \
-     `act` holds n_tok rows of act_row_size(t, cols) bytes. The value written for each            \
-     (r, tok) is bitwise the same whatever n_tok, r0 and r1 are (batch and thread                 \
-     independence). r0 is a multiple of row_tile(). */                                            \
-  void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,    \
-              const void* act, int64_t n_tok, float* out, int64_t ld_out);                        \
-                                                                                                  \
-  /* ---- conversions on the stored (unpacked) layout ---- */                                     \
-  void dequantize_row(WType t, const void* src, float* dst, int64_t cols);                        \
-  void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols);                           \
-  void f16_to_f32(const uint16_t* x, float* y, int64_t n);                                        \
-  void f32_to_f16(const float* x, uint16_t* y, int64_t n);                                        \
-                                                                                                  \
-  /* ---- vector ops (F32) ---- */                                                                \
-  /* out = x / sqrt(mean(x^2) + eps) * w; out may alias x. */                                     \
-  void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n);                 \
-  float dot_f32(const float* a, const float* b, int64_t n);                                       \
-  /* y += a * x */                                                                                \
-  void axpy_f32(float a, const float* x, float* y, int64_t n);                                    \
-  /* Attention's two row loops over g query rows (q + i*d), with the arithmetic of the calls      \
-     they replace whatever g is: out[i*ld_out + j] = dot_f32(q + i*d, k + j*d, d) * scale for     \
-     j < n (n contiguous key rows), and out[i*d ..) += w[i*ld_w + j] * v[j*d .. j*d+d) for        \
-     j = 0..n-1 in order, as n axpy_f32 calls. */                                                 \
-  void dot_rows_f32(const float* q, int64_t g, const float* k, int64_t n, int64_t d, float scale, \
-                    float* out, int64_t ld_out);                                                  \
-  void axpy_rows_f32(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,          \
-                     int64_t d, float* out);                                                      \
-  void scale_f32(float* x, float s, int64_t n);                                                   \
-  /* One token of the gated delta rule on one head's state S [dk][dv] (row i: key dim i):         \
-       S *= decay;  d = beta * (v - S^T k);  S += k d^T;  out = S^T q   (out: dv floats). */      \
-  void delta_step(float* S, const float* q, const float* k, const float* v, float decay,          \
-                  float beta, int64_t dk, int64_t dv, float* out);                                \
-  void add_f32(const float* a, const float* b, float* out, int64_t n); /* out may alias */        \
-  /* x = exp(x - max) / sum; returns the sum before normalisation */                              \
-  float softmax(float* x, int64_t n);                                                             \
-  /* out = silu(gate) * up */                                                                     \
-  void swiglu(const float* gate, const float* up, float* out, int64_t n);                         \
-  /* out = gelu_tanh(gate) * up */                                                                \
-  void geglu(const float* gate, const float* up, float* out, int64_t n);                          \
-  /* rotate_half RoPE on n_heads heads of head_dim floats (contiguous): for i < rot/2,            \
-     (x[i], x[i+rot/2]) rotated by (cos[i], sin[i]). Elements >= rot are left alone. */           \
-  void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,       \
+#define KRAFLA_KERNEL_TABLE                                                                        \
+  /* "scalar", "avx2", ... */                                                                      \
+  const char* isa_name();                                                                          \
+  /* nullptr when the running CPU (and OS) supports this build's ISA, else the name of the         \
+     first missing feature, e.g. "avx512vnni". Must itself use only baseline instructions. */      \
+  const char* missing_cpu_feature();                                                               \
+                                                                                                   \
+  /* ---- weight packing (done once at load) ---- */                                               \
+  /* Rows are packed in tiles of row_tile() rows; matmul row ranges start at multiples of it.      \
+     Partial last tiles are allowed (rows need not be a multiple). */                              \
+  int row_tile();                                                                                  \
+  size_t packed_size(WType t, int64_t rows, int64_t cols);                                         \
+  /* Pack rows [r0, r1) of `src` (row-major stored layout, the whole matrix) into `dst` (the       \
+     whole packed matrix, packed_size bytes). r0 is a multiple of row_tile(); r1 is too or ==      \
+     rows. Disjoint ranges may be packed concurrently. */                                          \
+  void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1,          \
+            void* dst);                                                                            \
+                                                                                                   \
+  /* ---- activations ---- */                                                                      \
+  /* Bytes of one activation row (cols elements) prepared for weights of type t: for F32/F16       \
+     weights the activation stays F32; for Q8_0/Q4_0/Q4_M it is quantized to Q8 blocks in whatever \
+     form this ISA's dot product wants (e.g. with block sums). */                                  \
+  size_t act_row_size(WType t, int64_t cols);                                                      \
+  void quantize_act(WType t, const float* x, int64_t cols, void* dst);                             \
+                                                                                                   \
+  /* ---- matrix multiply ---- */                                                                  \
+  /* out[tok*ld_out + r] = sum_c W[r][c] * X[tok][c]  for r in [r0, r1), tok in [0, n_tok).        \
+     `act` holds n_tok rows of act_row_size(t, cols) bytes. The value written for each             \
+     (r, tok) is bitwise the same whatever n_tok, r0 and r1 are (batch and thread                  \
+     independence). r0 is a multiple of row_tile(). */                                             \
+  void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,     \
+              const void* act, int64_t n_tok, float* out, int64_t ld_out);                         \
+                                                                                                   \
+  /* ---- conversions on the stored (unpacked) layout ---- */                                      \
+  void dequantize_row(WType t, const void* src, float* dst, int64_t cols);                         \
+  void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols);                            \
+  void f16_to_f32(const uint16_t* x, float* y, int64_t n);                                         \
+  void f32_to_f16(const float* x, uint16_t* y, int64_t n);                                         \
+                                                                                                   \
+  /* ---- vector ops (F32) ---- */                                                                 \
+  /* out = x / sqrt(mean(x^2) + eps) * w; out may alias x. */                                      \
+  void rmsnorm(const float* x, const float* w, float eps, float* out, int64_t n);                  \
+  float dot_f32(const float* a, const float* b, int64_t n);                                        \
+  /* y += a * x */                                                                                 \
+  void axpy_f32(float a, const float* x, float* y, int64_t n);                                     \
+  /* Attention's two row loops over g query rows (q + i*d), with the arithmetic of the calls       \
+     they replace whatever g is: out[i*ld_out + j] = dot_f32(q + i*d, k + j*d, d) * scale for      \
+     j < n (n contiguous key rows), and out[i*d ..) += w[i*ld_w + j] * v[j*d .. j*d+d) for         \
+     j = 0..n-1 in order, as n axpy_f32 calls. */                                                  \
+  void dot_rows_f32(const float* q, int64_t g, const float* k, int64_t n, int64_t d, float scale,  \
+                    float* out, int64_t ld_out);                                                   \
+  void axpy_rows_f32(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,           \
+                     int64_t d, float* out);                                                       \
+  void scale_f32(float* x, float s, int64_t n);                                                    \
+  /* One token of the gated delta rule on one head's state S [dk][dv] (row i: key dim i):          \
+       S *= decay;  d = beta * (v - S^T k);  S += k d^T;  out = S^T q   (out: dv floats). */       \
+  void delta_step(float* S, const float* q, const float* k, const float* v, float decay,           \
+                  float beta, int64_t dk, int64_t dv, float* out);                                 \
+  void add_f32(const float* a, const float* b, float* out, int64_t n); /* out may alias */         \
+  /* x = exp(x - max) / sum; returns the sum before normalisation */                               \
+  float softmax(float* x, int64_t n);                                                              \
+  /* out = silu(gate) * up */                                                                      \
+  void swiglu(const float* gate, const float* up, float* out, int64_t n);                          \
+  /* out = gelu_tanh(gate) * up */                                                                 \
+  void geglu(const float* gate, const float* up, float* out, int64_t n);                           \
+  /* rotate_half RoPE on n_heads heads of head_dim floats (contiguous): for i < rot/2,             \
+     (x[i], x[i+rot/2]) rotated by (cos[i], sin[i]). Elements >= rot are left alone. */            \
+  void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos,        \
             const float* sin);
 
 KRAFLA_KERNEL_TABLE

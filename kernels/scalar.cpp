@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/common.h"
 #include "kernels/kernels.h"
@@ -37,6 +38,40 @@ void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
 
 namespace {
 
+// Q4_0 and Q4_M: the nibble dot of value d*(n-8) per block, and for Q4_M the offset m times
+// the activation block's sum, acc += m * (d_a * sum(a)).
+template <class Block>
+float dot_q4(const Block* w, const BlockQ8_0* a, int64_t cols) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < cols / kQBlock; ++b) {
+    int32_t isum = 0, asum = 0;
+    for (int j = 0; j < kQBlock / 2; ++j) {
+      isum += (int32_t(w[b].qs[j] & 0x0f) - 8) * a[b].qs[j];
+      isum += (int32_t(w[b].qs[j] >> 4) - 8) * a[b].qs[j + 16];
+      asum += a[b].qs[j] + a[b].qs[j + 16];
+    }
+    const float da = f16_bits_to_f32(a[b].d);
+    acc += (f16_bits_to_f32(w[b].d) * da) * float(isum);
+    if constexpr (std::is_same_v<Block, BlockQ4_M>)
+      acc += f16_bits_to_f32(w[b].m) * (da * float(asum));
+  }
+  return acc;
+}
+
+// d*(n-8), plus m for Q4_M.
+template <class Block>
+void dequantize_q4(const Block* w, float* dst, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQBlock; ++b) {
+    const float d = f16_bits_to_f32(w[b].d);
+    float m = 0.0f;
+    if constexpr (std::is_same_v<Block, BlockQ4_M>) m = f16_bits_to_f32(w[b].m);
+    for (int j = 0; j < kQBlock / 2; ++j) {
+      dst[b * kQBlock + j] = d * float(int(w[b].qs[j] & 0x0f) - 8) + m;
+      dst[b * kQBlock + j + 16] = d * float(int(w[b].qs[j] >> 4) - 8) + m;
+    }
+  }
+}
+
 // One output element. Quantized types accumulate an exact int32 dot per block and fold it into
 // a float sum block by block, acc += (d_w * d_a) * isum, which every ISA mirrors.
 float dot_row(WType t, const void* w_row, const void* a_row, int64_t cols) {
@@ -64,19 +99,12 @@ float dot_row(WType t, const void* w_row, const void* a_row, int64_t cols) {
       }
       break;
     }
-    case WType::Q4_0: {
-      const BlockQ4_0* w = static_cast<const BlockQ4_0*>(w_row);
-      const BlockQ8_0* a = static_cast<const BlockQ8_0*>(a_row);
-      for (int64_t b = 0; b < cols / kQBlock; ++b) {
-        int32_t isum = 0;
-        for (int j = 0; j < kQBlock / 2; ++j) {
-          isum += (int32_t(w[b].qs[j] & 0x0f) - 8) * a[b].qs[j];
-          isum += (int32_t(w[b].qs[j] >> 4) - 8) * a[b].qs[j + 16];
-        }
-        acc += (f16_bits_to_f32(w[b].d) * f16_bits_to_f32(a[b].d)) * float(isum);
-      }
-      break;
-    }
+    case WType::Q4_0:
+      return dot_q4(static_cast<const BlockQ4_0*>(w_row), static_cast<const BlockQ8_0*>(a_row),
+                    cols);
+    case WType::Q4_M:
+      return dot_q4(static_cast<const BlockQ4_M*>(w_row), static_cast<const BlockQ8_0*>(a_row),
+                    cols);
   }
   return acc;
 }
@@ -111,17 +139,10 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
       }
       break;
     }
-    case WType::Q4_0: {
-      const BlockQ4_0* w = static_cast<const BlockQ4_0*>(src);
-      for (int64_t b = 0; b < cols / kQBlock; ++b) {
-        const float d = f16_bits_to_f32(w[b].d);
-        for (int j = 0; j < kQBlock / 2; ++j) {
-          dst[b * kQBlock + j] = d * float(int(w[b].qs[j] & 0x0f) - 8);
-          dst[b * kQBlock + j + 16] = d * float(int(w[b].qs[j] >> 4) - 8);
-        }
-      }
-      break;
-    }
+    case WType::Q4_0:
+      return dequantize_q4(static_cast<const BlockQ4_0*>(src), dst, cols);
+    case WType::Q4_M:
+      return dequantize_q4(static_cast<const BlockQ4_M*>(src), dst, cols);
   }
 }
 

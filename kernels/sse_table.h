@@ -8,7 +8,7 @@
 //    does, round to nearest even), so scalar and SIMD agree bit for bit;
 //  * no FMA: acc += float(isum_b) * (d_w*d_a) per block in the row's lane with separate
 //    roundings, whatever the register tile: bitwise batch/range independence;
-//  * Q8 activations are tiled::ActBlock with corr = 8*sum(a) for Q4_0 (unsigned nibbles)
+//  * Q8 activations are tiled::ActBlock with corr = 8*sum(a) for Q4_0/Q4_M (unsigned nibbles)
 //    and 0 for Q8_0 (both dots take the weights' sign as it is).
 // Include from exactly one TU (only one kernels/<isa>.cpp is compiled in a build): it defines
 // the table entries common to both; the TU adds KRAFLA_TILED_ISA_ENTRIES with its Dot.
@@ -266,8 +266,9 @@ void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
     const int32_t sum = sse::quantize_block(x + b * kQBlock, out[b].qs, &out[b].d);
     // modulo 2^32: see avx2_table.h (inf or NaN rows convert to INT_MIN lanes)
-    out[b].corr = t == WType::Q4_0 ? static_cast<int32_t>(8u * uint32_t(sum)) : 0;
+    out[b].corr = is_q4(t) ? static_cast<int32_t>(8u * uint32_t(sum)) : 0;
   }
+  tiled::block_sums(t, out, cols / kQBlock);
 }
 
 void quantize_row_q8_0(const float* x, BlockQ8_0* dst, int64_t cols) {
@@ -316,6 +317,8 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
       return;
     case WType::F16:
       return f16_to_f32(static_cast<const uint16_t*>(src), dst, cols);
+    case WType::Q4_M:
+      return scalar::dequantize_row(t, src, dst, cols);
     case WType::Q8_0:
     case WType::Q4_0:
       break;

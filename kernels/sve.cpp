@@ -2,9 +2,10 @@
 // 128- to 2048-bit implementations. The row tile is one vector of int32 lanes (row_tile() =
 // svcntw(), read at run time), which makes every matmul loop a whole number of full vectors:
 //  * F32/F16: a tile column is one vector; fma with the broadcast activation element.
-//  * Q8_0/Q4_0: one record per (tile, block): kTile f16 scales, then the quants as vectors of
-//    kTile dwords, dword lane r = 4 consecutive quant bytes of row r (Q8_0: 8 vectors, Q4_0:
-//    4, their low nibbles elements 4k.., high nibbles 16+4k..). svdot_lane multiplies each lane
+//  * Q8_0/Q4_0/Q4_M: one record per (tile, block): kTile f16 scales, then the quants as vectors
+//    of kTile dwords, dword lane r = 4 consecutive quant bytes of row r (Q8_0: 8 vectors, Q4_0
+//    and Q4_M: 4, their low nibbles elements 4k.., high nibbles 16+4k..; then Q4_M's kTile f16
+//    offsets, which add fma(m_w, d_a*sum(a)) per block). svdot_lane multiplies each lane
 //    with activation group k of the 16 bytes svld1rq replicates into every 128-bit segment, so
 //    each lane ends the block with its row's exact int32 sum: no horizontal reductions.
 //    Q4_0 nibbles are packed signed (n xor 8): v << 4 and v & 0xf0 are 16x the signed nibbles.
@@ -32,7 +33,8 @@ using tiled::imin;
 int64_t tile_rows() { return int64_t(svcntw()); }
 int64_t n_tiles(int64_t rows) { return (rows + tile_rows() - 1) / tile_rows(); }
 
-size_t rec_bytes(bool q4) { return size_t(tile_rows()) * (q4 ? 18 : 34); }  // (tile, block)
+// Bytes of a (tile, block) record: per row, the stored block's bytes.
+size_t rec_bytes(WType t) { return size_t(tile_rows()) * row_bytes(t, kQBlock); }
 
 size_t tile_bytes(WType t, int64_t cols) {
   switch (t) {
@@ -41,9 +43,9 @@ size_t tile_bytes(WType t, int64_t cols) {
     case WType::F16:
       return size_t(cols) * tile_rows() * 2;
     case WType::Q8_0:
-      return size_t(cols / kQBlock) * rec_bytes(false);
     case WType::Q4_0:
-      return size_t(cols / kQBlock) * rec_bytes(true);
+    case WType::Q4_M:
+      return size_t(cols / kQBlock) * rec_bytes(t);
   }
   return 0;
 }
@@ -56,16 +58,18 @@ void pack_row(WType t, const uint8_t* src, int64_t cols, int64_t lane, uint8_t* 
     for (int64_t c = 0; c < cols; ++c) std::memcpy(tile + (c * kt + lane) * es, src + c * es, es);
     return;
   }
-  const bool q4 = t == WType::Q4_0;
-  const size_t src_blk = q4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const bool q4 = is_q4(t), q4m = t == WType::Q4_M;
+  const int qs = q4m ? 4 : 2;  // the quants' offset in a block
+  const size_t src_blk = row_bytes(t, kQBlock);
   const uint8_t flip = q4 ? 0x88 : 0x00;
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
     const uint8_t* blk = src + b * src_blk;
-    uint8_t* rec = tile + b * rec_bytes(q4);
+    uint8_t* rec = tile + b * rec_bytes(t);
     std::memcpy(rec + lane * 2, blk, 2);
+    if (q4m) std::memcpy(rec + 18 * kt + lane * 2, blk + 2, 2);  // after Q4_0's record
     for (int g = 0; g < (q4 ? 4 : 8); ++g) {
       uint8_t* dst = rec + 2 * kt + (g * kt + lane) * 4;
-      for (int j = 0; j < 4; ++j) dst[j] = blk[2 + 4 * g + j] ^ flip;
+      for (int j = 0; j < 4; ++j) dst[j] = blk[qs + 4 * g + j] ^ flip;
     }
   }
 }
@@ -90,10 +94,12 @@ inline void dot_step(const int8_t* q, int64_t gstride, svint8_t al, svint8_t ah,
   s1 = svdot_lane_s32(s1, w1, ah, K);
 }
 
-// acc + float(isum) * (d_w * d_a) for one token and one (tile, block) record.
-template <bool kQ4>
-inline svfloat32_t fold_block(svfloat32_t acc, const uint8_t* rec, svfloat32_t dw,
+// acc + float(isum) * (d_w * d_a) for one token and one (tile, block) record, then for Q4_M
+// + m_w * s_a.
+template <WType W>
+inline svfloat32_t fold_block(svfloat32_t acc, const uint8_t* rec, svfloat32_t dw, svfloat32_t dm,
                               const ActBlock& a) {
+  constexpr bool kQ4 = is_q4(W);
   const svbool_t all = svptrue_b8(), pw = svptrue_b32();
   const int64_t kt = tile_rows();
   const int8_t* q = reinterpret_cast<const int8_t*>(rec + 2 * kt);
@@ -105,7 +111,9 @@ inline svfloat32_t fold_block(svfloat32_t acc, const uint8_t* rec, svfloat32_t d
   dot_step<kQ4, 3>(q, 4 * kt, al, ah, s0, s1);
   svint32_t isum = svadd_s32_x(pw, s0, s1);
   if constexpr (kQ4) isum = svasr_n_s32_x(pw, isum, 4);
-  return svmla_f32_x(pw, acc, svcvt_f32_s32_x(pw, isum), svmul_n_f32_x(pw, dw, a.d));
+  acc = svmla_f32_x(pw, acc, svcvt_f32_s32_x(pw, isum), svmul_n_f32_x(pw, dw, a.d));
+  if constexpr (W == WType::Q4_M) acc = svmla_n_f32_x(pw, acc, dm, a.s);
+  return acc;
 }
 
 inline svfloat32_t scales(const uint8_t* rec) {
@@ -115,19 +123,20 @@ inline svfloat32_t scales(const uint8_t* rec) {
 }
 
 // Tokens [0, n) (n <= 4) of one tile; the weight records come from L1 again for each token.
-template <bool kQ4>
+template <WType W>
 void q_tile(const uint8_t* tile, int64_t nb, const ActBlock* const* a, int n, float* out,
             int64_t ld_out, svbool_t store) {
-  const size_t rec = rec_bytes(kQ4);
+  const size_t rec = rec_bytes(W);
   svfloat32_t acc0 = svdup_n_f32(0.0f), acc1 = acc0, acc2 = acc0, acc3 = acc0;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* r = tile + b * rec;
     svprfb(svptrue_b8(), r + 8 * rec, SV_PLDL1KEEP);
     const svfloat32_t dw = scales(r);
-    acc0 = fold_block<kQ4>(acc0, r, dw, a[0][b]);
-    if (n > 1) acc1 = fold_block<kQ4>(acc1, r, dw, a[1][b]);
-    if (n > 2) acc2 = fold_block<kQ4>(acc2, r, dw, a[2][b]);
-    if (n > 3) acc3 = fold_block<kQ4>(acc3, r, dw, a[3][b]);
+    const svfloat32_t dm = W == WType::Q4_M ? scales(r + 18 * tile_rows()) : dw;
+    acc0 = fold_block<W>(acc0, r, dw, dm, a[0][b]);
+    if (n > 1) acc1 = fold_block<W>(acc1, r, dw, dm, a[1][b]);
+    if (n > 2) acc2 = fold_block<W>(acc2, r, dw, dm, a[2][b]);
+    if (n > 3) acc3 = fold_block<W>(acc3, r, dw, dm, a[3][b]);
   }
   svst1_f32(store, out, acc0);
   if (n > 1) svst1_f32(store, out + ld_out, acc1);
@@ -250,6 +259,7 @@ void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
     out[b].d = d;
     out[b].corr = 0;
   }
+  tiled::block_sums(t, out, cols / kQBlock);
 }
 
 void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
@@ -272,9 +282,11 @@ void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0,
         const ActBlock* a[4];
         for (int u = 0; u < n; ++u) a[u] = reinterpret_cast<const ActBlock*>(a8 + (tok + u) * ab);
         if (t == WType::Q4_0) {
-          q_tile<true>(tile, cols / kQBlock, a, n, o, ld_out, store);
+          q_tile<WType::Q4_0>(tile, cols / kQBlock, a, n, o, ld_out, store);
+        } else if (t == WType::Q4_M) {
+          q_tile<WType::Q4_M>(tile, cols / kQBlock, a, n, o, ld_out, store);
         } else {
-          q_tile<false>(tile, cols / kQBlock, a, n, o, ld_out, store);
+          q_tile<WType::Q8_0>(tile, cols / kQBlock, a, n, o, ld_out, store);
         }
       }
     }

@@ -4,10 +4,11 @@
 //
 // Layout, for a tile of kTile rows:
 //  * F32/F16: column-major inside the tile: kTile values of column c, then column c+1, ...
-//  * Q8_0/Q4_0: one record per (tile, block): kTile f16 scales, then the quants as vectors
-//    of kTile dwords, dword lane r = 4 consecutive quant bytes of row r. Q8_0 has 8 such
-//    vectors (bytes 4g..4g+3, optionally xor 0x80 to make them unsigned), Q4_0 has 4 (stored
-//    bytes 4k..4k+3, whose low nibbles are elements 4k.. and high nibbles 16+4k..).
+//  * Q8_0/Q4_0/Q4_M: one record per (tile, block): kTile f16 scales, then the quants as
+//    vectors of kTile dwords, dword lane r = 4 consecutive quant bytes of row r. Q8_0 has 8
+//    such vectors (bytes 4g..4g+3, optionally xor 0x80 to make them unsigned), Q4_0 and Q4_M
+//    have 4 (stored bytes 4k..4k+3, whose low nibbles are elements 4k.. and high nibbles
+//    16+4k..); Q4_M's record ends with its kTile f16 offsets.
 //    A 4-byte activation broadcast then feeds one dot instruction for kTile rows, and each
 //    lane ends a block holding its own row's exact int32 sum: no horizontal reductions.
 //  * Tiles follow one another, so a decode thread streams each tile linearly. Rows past the
@@ -24,14 +25,27 @@
 namespace krafla::kernels::tiled {
 namespace {
 
-// One quantized activation block: signed quants (the broadcast operand), the f32 scale, and an
-// integer correction the ISA's dot needs (e.g. c*sum(qs) when the weights were made unsigned).
+// One quantized activation block: signed quants (the broadcast operand), the f32 scale, an
+// integer correction the ISA's dot needs (e.g. c*sum(qs) when the weights were made unsigned),
+// and for Q4_M weights s = d*sum(qs), which their offsets multiply (set by block_sums).
 struct ActBlock {
   int8_t qs[32];
   float d;
   int32_t corr;
+  float s;
 };
-static_assert(sizeof(ActBlock) == 40);
+static_assert(sizeof(ActBlock) == 44);
+
+// Every ISA's quantize_act ends with this: the blocks' s for Q4_M weights (an exact int sum,
+// one rounding), 0 otherwise.
+inline void block_sums(WType t, ActBlock* a, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t sum = 0;
+    if (t == WType::Q4_M)
+      for (int8_t q : a[b].qs) sum += q;
+    a[b].s = a[b].d * float(sum);
+  }
+}
 
 inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -40,7 +54,12 @@ struct Layout {
   static constexpr int kRows = kTile;
   static constexpr size_t kQ4Rec = 2 * kTile + 16 * kTile;  // scales + 16 quant bytes per row
   static constexpr size_t kQ8Rec = 2 * kTile + 32 * kTile;
-  static constexpr size_t kQuants = 2 * kTile;  // quants' offset in a record
+  static constexpr size_t kQ4MRec = kQ4Rec + 2 * kTile;  // Q4_0's, then kTile f16 offsets
+  static constexpr size_t kQuants = 2 * kTile;           // quants' offset in a record
+
+  static constexpr size_t rec_bytes(WType t) {
+    return t == WType::Q8_0 ? kQ8Rec : t == WType::Q4_M ? kQ4MRec : kQ4Rec;
+  }
 
   static int64_t n_tiles(int64_t rows) { return (rows + kTile - 1) / kTile; }
 
@@ -51,9 +70,9 @@ struct Layout {
       case WType::F16:
         return size_t(cols) * kTile * 2;
       case WType::Q8_0:
-        return size_t(cols / kQBlock) * kQ8Rec;
       case WType::Q4_0:
-        return size_t(cols / kQBlock) * kQ4Rec;
+      case WType::Q4_M:
+        return size_t(cols / kQBlock) * rec_bytes(t);
     }
     return 0;
   }
@@ -67,16 +86,16 @@ struct Layout {
         std::memcpy(tile + (c * kTile + lane) * es, src + c * es, es);
       return;
     }
-    const bool q4 = t == WType::Q4_0;
-    const size_t src_blk = q4 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
-    const int n_vec = q4 ? 4 : 8;
+    const bool q4 = is_q4(t), q4m = t == WType::Q4_M;
+    const int n_vec = q4 ? 4 : 8, qs = q4m ? 4 : 2;  // quant vectors; quants' offset in a block
     for (int64_t b = 0; b < cols / kQBlock; ++b) {
-      const uint8_t* blk = src + b * src_blk;  // f16 d, then the quant bytes
-      uint8_t* rec = tile + b * (q4 ? kQ4Rec : kQ8Rec);
+      const uint8_t* blk = src + b * row_bytes(t, kQBlock);  // f16 d, [f16 m,] the quant bytes
+      uint8_t* rec = tile + b * rec_bytes(t);
       std::memcpy(rec + lane * 2, blk, 2);
+      if (q4m) std::memcpy(rec + kQ4Rec + lane * 2, blk + 2, 2);
       for (int g = 0; g < n_vec; ++g) {
         uint8_t* dst = rec + kQuants + g * 4 * kTile + lane * 4;
-        for (int j = 0; j < 4; ++j) dst[j] = blk[2 + 4 * g + j] ^ (q4 ? 0 : q8_xor);
+        for (int j = 0; j < 4; ++j) dst[j] = blk[qs + 4 * g + j] ^ (q4 ? 0 : q8_xor);
       }
     }
   }
@@ -172,13 +191,16 @@ struct Accumulators {
 //    (or its first line): the decode prefetch of the quant streams, that many records ahead;
 //    P::prefetch_f<kF16>(col, c): an F32/F16 column stream's.
 // Per block, acc = fma(float(isum), d_w*d_a, acc) in the row's lane whatever R and T are, which
-// is what makes each output bitwise independent of the register tile.
-template <class P, bool kQ4, int R, int T>
+// is what makes each output bitwise independent of the register tile; Q4_M (the Q4_0 dot) then
+// adds its offset's share, acc = fma(m_w, s_a, acc).
+template <class P, WType W, int R, int T>
 void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
               int64_t ld_out, const int* valid) {
   using V = typename P::V;
   using F = typename V::F;
-  constexpr size_t kRec = kQ4 ? Layout<P::kTile>::kQ4Rec : Layout<P::kTile>::kQ8Rec;
+  using L = Layout<P::kTile>;
+  constexpr bool kQ4 = is_q4(W);
+  constexpr size_t kRec = L::rec_bytes(W);
   Accumulators<P, R, T> acc;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb[R];
@@ -204,6 +226,17 @@ void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r)
         acc.v[r][t] = V::fma(P::to_f32(ia[r][t]), V::mul(dw[r], da), acc.v[r][t]);
+    }
+    if constexpr (W == WType::Q4_M) {
+      F dm[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) dm[r] = P::load_f16(wb[r] + L::kQ4Rec);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const F sa = V::set1(a[t][b].s);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) acc.v[r][t] = V::fma(dm[r], sa, acc.v[r][t]);
+      }
     }
   }
   acc.store(out, ld_out, valid);
@@ -236,11 +269,10 @@ void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const*
 
 template <class K, WType W, int R, int T>
 void run_tile(const MmArgs& m) {
-  if constexpr (W == WType::Q8_0 || W == WType::Q4_0) {
+  if constexpr (W == WType::Q8_0 || is_q4(W)) {
     const ActBlock* a[T];
     for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const ActBlock*>(m.act + t * m.act_bytes);
-    q_kernel<K, W == WType::Q4_0, R, T>(m.w, m.tbytes, m.cols / kQBlock, a, m.out, m.ld_out,
-                                        m.valid);
+    q_kernel<K, W, R, T>(m.w, m.tbytes, m.cols / kQBlock, a, m.out, m.ld_out, m.valid);
   } else {
     const float* x[T];
     for (int t = 0; t < T; ++t) x[t] = reinterpret_cast<const float*>(m.act + t * m.act_bytes);
@@ -317,6 +349,8 @@ void matmul(WType t, const void* packed, int64_t cols, int64_t r0, int64_t r1, c
       return matmul_t<K, WType::Q8_0>(packed, cols, r0, r1, act, n_tok, out, ld_out);
     case WType::Q4_0:
       return matmul_t<K, WType::Q4_0>(packed, cols, r0, r1, act, n_tok, out, ld_out);
+    case WType::Q4_M:
+      return matmul_t<K, WType::Q4_M>(packed, cols, r0, r1, act, n_tok, out, ld_out);
   }
 }
 

@@ -4,6 +4,9 @@ Q8_0 block (34 bytes): f16 scale d, 32 x int8 q; value = d*q.
 Q4_0 block (18 bytes): f16 scale d, 16 bytes; byte j = element j (low nibble) | element j+16
 (high nibble); value = d*(nibble-8).
 
+Q4_1 and Q4_K (ggml's, for GGUF files only: tools/to_gguf.py --quant) have a quantizer here too,
+a plain min/max one (not llama.cpp's search); their layouts are in quantize_q4_1/quantize_q4_k.
+
 The 'round' Q4_0 rule reproduces llama.cpp's quantize_row_q4_0_ref bit for bit; the 'fit'
 rule searches a few candidate scales per block (plus a least-squares refit of each) and keeps
 the one with the smallest squared error (see docs/convert.md).
@@ -13,9 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 QK = 32
-BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
+BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20}
 Q8_DTYPE = np.dtype([("d", "<f2"), ("q", "i1", (QK,))])
 Q4_DTYPE = np.dtype([("d", "<f2"), ("q", "u1", (QK // 2,))])
+Q4_1_DTYPE = np.dtype([("d", "<f2"), ("m", "<f2"), ("q", "u1", (QK // 2,))])
+QK_K = 256  # a K-quant super-block
+Q4_K_DTYPE = np.dtype(
+    [("d", "<f2"), ("dmin", "<f2"), ("scales", "u1", (12,)), ("q", "u1", (QK_K // 2,))]
+)
 
 # Candidate divisors c for the Q4_0 'fit' rule: the first scale is d = signed_max / c; the
 # nibbles it gives then get a least-squares scale. c = -8 is llama.cpp's rule (the extreme
@@ -146,6 +154,69 @@ def dequantize_q4_0(data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndar
     return vals.reshape(shape)
 
 
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b, 0 where b is 0."""
+    return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape, np.float32), where=b != 0)
+
+
+def quantize_q4_1(x: np.ndarray) -> bytes:
+    """ggml's Q4_1 block (20 bytes): f16 scale d, f16 min m, 16 bytes nibbled as Q4_0's;
+    value = d*nibble + m. Here m = the block's min, d = (max - min) / 15."""
+    b = _blocks(x).astype(np.float32)
+    lo, hi = b.min(axis=1), b.max(axis=1)
+    out = np.zeros(len(b), dtype=Q4_1_DTYPE)
+    out["d"], out["m"] = (hi - lo) / np.float32(15), lo
+    d, m = out["d"].astype(np.float32)[:, None], out["m"].astype(np.float32)[:, None]
+    nib = np.clip(np.rint(_div(b - m, d)), 0, 15).astype(np.uint8)
+    out["q"] = nib[:, : QK // 2] | (nib[:, QK // 2 :] << 4)
+    return out.tobytes()
+
+
+def dequantize_q4_1(data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    blk = np.frombuffer(data, dtype=Q4_1_DTYPE)
+    q = blk["q"]
+    nib = np.concatenate([q & 0x0F, q >> 4], axis=1).astype(np.float32)
+    d, m = blk["d"].astype(np.float32)[:, None], blk["m"].astype(np.float32)[:, None]
+    return (d * nib + m).astype(np.float32).reshape(shape)
+
+
+def quantize_q4_k(x: np.ndarray) -> bytes:
+    """ggml's Q4_K super-block (144 bytes per 256 values): f16 d, f16 dmin, 12 bytes of 8 six-bit
+    (scale, min) pairs, 128 bytes of nibbles (sub-blocks 2i and 2i+1: low and high nibbles of
+    bytes 32i..32i+31); value = d*scale*nibble - dmin*min per 32-value sub-block. Here each
+    sub-block's min is min(values, 0) and its scale spans to its max."""
+    if x.shape[-1] % QK_K:
+        raise ValueError(f"cols {x.shape[-1]} is not a multiple of {QK_K}")
+    b = x.reshape(-1, 8, QK).astype(np.float32)
+    lo, hi = np.minimum(b.min(axis=2), 0), b.max(axis=2)
+    scale, mins = (hi - lo) / np.float32(15), -lo
+    out = np.zeros(len(b), dtype=Q4_K_DTYPE)
+    out["d"], out["dmin"] = scale.max(axis=1) / 63, mins.max(axis=1) / 63
+    d, dmin = out["d"].astype(np.float32)[:, None], out["dmin"].astype(np.float32)[:, None]
+    sc = np.clip(np.rint(_div(scale, d)), 0, 63).astype(np.uint8)
+    mn = np.clip(np.rint(_div(mins, dmin)), 0, 63).astype(np.uint8)
+    nib = np.clip(np.rint(_div(b + (dmin * mn)[..., None], (d * sc)[..., None])), 0, 15)
+    s = out["scales"]
+    s[:, 0:4] = (sc[:, :4] & 63) | ((sc[:, 4:] >> 4) << 6)
+    s[:, 4:8] = (mn[:, :4] & 63) | ((mn[:, 4:] >> 4) << 6)
+    s[:, 8:12] = (sc[:, 4:] & 15) | ((mn[:, 4:] & 15) << 4)
+    nib = nib.astype(np.uint8).reshape(-1, 4, 2, QK)
+    out["q"] = (nib[:, :, 0] | (nib[:, :, 1] << 4)).reshape(-1, QK_K // 2)
+    return out.tobytes()
+
+
+def dequantize_q4_k(data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    blk = np.frombuffer(data, dtype=Q4_K_DTYPE)
+    s = blk["scales"].astype(np.int32)
+    sc = np.concatenate([s[:, 0:4] & 63, (s[:, 8:12] & 15) | ((s[:, 0:4] >> 6) << 4)], axis=1)
+    mn = np.concatenate([s[:, 4:8] & 63, (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)], axis=1)
+    q = blk["q"].reshape(-1, 4, 1, QK)
+    nib = np.concatenate([q & 0x0F, q >> 4], axis=2).reshape(-1, 8, QK).astype(np.float32)
+    d, dmin = blk["d"].astype(np.float32)[:, None], blk["dmin"].astype(np.float32)[:, None]
+    vals = (d * sc)[..., None] * nib - (dmin * mn)[..., None]
+    return vals.astype(np.float32).reshape(shape)
+
+
 def quantize(
     x: np.ndarray, dtype: str, q4_rule: str = "fit", importance: np.ndarray | None = None
 ) -> bytes:
@@ -159,6 +230,10 @@ def quantize(
         return quantize_q8_0(x)
     if dtype == "q4_0":
         return quantize_q4_0(x, q4_rule, importance)
+    if dtype == "q4_1":
+        return quantize_q4_1(x)
+    if dtype == "q4_k":
+        return quantize_q4_k(x)
     raise ValueError(f"unknown dtype '{dtype}'")
 
 
@@ -171,6 +246,10 @@ def dequantize(data: bytes | np.ndarray, dtype: str, shape: tuple[int, ...]) -> 
         return dequantize_q8_0(data, shape)
     if dtype == "q4_0":
         return dequantize_q4_0(data, shape)
+    if dtype == "q4_1":
+        return dequantize_q4_1(data, shape)
+    if dtype == "q4_k":
+        return dequantize_q4_k(data, shape)
     raise ValueError(f"unknown dtype '{dtype}'")
 
 
@@ -198,6 +277,10 @@ def nbytes(dtype: str, shape: tuple[int, ...]) -> int:
         if not shape or shape[-1] % QK:
             raise ValueError(f"{dtype} needs cols % {QK} == 0, got shape {list(shape)}")
         return n // QK * BLOCK_BYTES[dtype]
+    if dtype == "q4_k":
+        if not shape or shape[-1] % QK_K:
+            raise ValueError(f"q4_k needs cols % {QK_K} == 0, got shape {list(shape)}")
+        return n // QK_K * Q4_K_DTYPE.itemsize
     per = {"f32": 4, "f16": 2, "bf16": 2, "bytes": 1}
     if dtype not in per:
         raise ValueError(f"unknown dtype '{dtype}'")

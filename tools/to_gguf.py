@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a .mlb model as a GGUF file with llama.cpp's names and conventions (numpy only).
 
-Usage: tools/to_gguf.py MODEL.mlb -o OUT.gguf
+Usage: tools/to_gguf.py MODEL.mlb -o OUT.gguf [--quant q4_k|q4_1 [--round-trip]]
        tools/to_gguf.py TOKENIZER_DIR|TOKENIZER.mlt -o VOCAB.gguf   (vocabulary only)
 
 The tensor data is copied as it is (f32, f16, q8_0 and q4_0 blocks are ggml's layouts), so a
@@ -12,6 +12,11 @@ GGUF made from a Q8_0 .mlb holds the same blocks. What changes (after llama.cpp'
 - the config becomes `{arch}.*` keys, the rope base is recovered from the inverse frequencies;
 - the tokenizer becomes tokenizer.ggml.* (SentencePiece-style `llama` vocabularies: tokens,
   scores in the order of tokenizer.json's merges, token types).
+
+--quant q4_k requantizes every matrix to ggml's Q4_K (Q4_1 where a row is not a multiple of
+256), --quant q4_1 to Q4_1, with tools/quant.py's plain min/max quantizers (not
+llama-quantize's: for tests of the K-quant import, not for quality); --round-trip then writes
+F32 of the very values those blocks decode to instead.
 
 Supported so far: llama (Llama 2/3, SmolLM2, Mistral without a window), qwen2, qwen3, smollm3,
 gemma2 and gemma3 (what llama.cpp's keys can express: its Gemma query-scale rule and sliding
@@ -412,7 +417,16 @@ def write_vocab(tj: dict, tc: dict, out: str, name: str) -> None:
     gguf.write(out, kv, [])
 
 
-def convert(src: str, out: str) -> None:
+def requant(raw: bytes, dtype: str, shape: tuple, to: str, round_trip: bool) -> tuple[str, bytes]:
+    """A matrix as --quant `to` writes it: (dtype, bytes)."""
+    if len(shape) != 2 or shape[1] % quant.QK:
+        return dtype, raw
+    t = "q4_k" if to == "q4_k" and shape[1] % quant.QK_K == 0 else "q4_1"
+    q = quant.quantize(quant.dequantize(raw, dtype, shape), t)
+    return ("f32", quant.dequantize(q, t, shape).tobytes()) if round_trip else (t, q)
+
+
+def convert(src: str, out: str, to: str | None = None, round_trip: bool = False) -> None:
     if os.path.isdir(src) or src.endswith(".mlt"):
         return convert_vocab(src, out)
     r = mlb.MlbReader(src)
@@ -420,15 +434,19 @@ def convert(src: str, out: str) -> None:
     tj = json.loads(r.raw("tokenizer.json"))
     tc = json.loads(r.raw("tokenizer_config.json"))
     name = os.path.splitext(os.path.basename(src))[0]
-    kv = arch_keys(c, name, main_dtype(r), r.meta.get("source"))
+    kv = arch_keys(c, name, to if to and not round_trip else main_dtype(r), r.meta.get("source"))
     kv.update(vocab_keys(tj, tc))
     pad_vocab(kv, c["n_vocab"])
     tensors = []
     qwen35 = kv["general.architecture"] == "qwen35"
+    if to and qwen35:
+        raise ToGgufError("--quant does not take qwen35 models yet")
     for t in r.meta["tensors"]:
         if t["dtype"] == "bytes":
             continue
-        raw, shape = r.raw(t["name"]), tuple(t["shape"])
+        raw, shape, dtype = r.raw(t["name"]), tuple(t["shape"]), t["dtype"]
+        if to:
+            dtype, raw = requant(raw, dtype, shape, to, round_trip)
         leaf = t["name"].rsplit(".", 1)[-1]
         if leaf in ("attn_q", "attn_k") and kv["general.architecture"] in ("llama", "smollm3"):
             heads = c["n_heads"] if leaf == "attn_q" else c["n_kv_heads"]
@@ -438,7 +456,7 @@ def convert(src: str, out: str) -> None:
             if got:
                 tensors.append(got)
             continue
-        tensors.append(gguf.Tensor(tensor_name(t["name"]), t["dtype"], shape, raw))
+        tensors.append(gguf.Tensor(tensor_name(t["name"]), dtype, shape, raw))
     gguf.write(out, kv, tensors)
 
 
@@ -500,9 +518,17 @@ def main(argv: list[str] | None = None) -> None:
         "model", help="the .mlb file (a .mlt file or tokenizer folder: a vocabulary-only GGUF)"
     )
     p.add_argument("-o", "--out", required=True, help="the GGUF file to write")
+    p.add_argument(
+        "--quant", choices=["q4_k", "q4_1"], help="requantize the matrices (tests; see above)"
+    )
+    p.add_argument(
+        "--round-trip", action="store_true", help="with --quant: F32 of the decoded values"
+    )
     a = p.parse_args(argv)
     try:
-        convert(a.model, a.out)
+        if a.round_trip and not a.quant:
+            raise ToGgufError("--round-trip needs --quant")
+        convert(a.model, a.out, a.quant, a.round_trip)
     except (ToGgufError, mlb.MlbError, gguf.GgufError, ctok.TokenizerError, OSError, KeyError) as e:
         mlb.die(PROG, f"{a.model}: {e}")
     print(f"{PROG}: wrote {a.out}", file=sys.stderr)

@@ -95,7 +95,49 @@ void k6_block(const uint8_t* b, float* y) {
       }
 }
 
+uint16_t to_half(float f) {
+  uint16_t h;
+  kernels::f32_to_f16(&f, &h, 1);
+  return h;
+}
+
+// One Q4_M block of value d·q + min (q = 0..15), q[l] its 32 nibbles.
+kernels::BlockQ4_M q4_m_block(float d, float min, const uint8_t* q) {
+  kernels::BlockQ4_M b;
+  b.d = to_half(d);
+  b.m = to_half(8.0f * d + min);  // exact in float: d and min are f16 (times a 6-bit int)
+  for (int j = 0; j < 16; ++j) b.qs[j] = uint8_t(q[j] | (q[j + 16] << 4));
+  return b;
+}
+
 }  // namespace
+
+bool gguf_has_q4_m(uint32_t type) { return type == kQ4_1 || type == kQ4_K; }
+
+void gguf_to_q4_m(uint32_t type, const uint8_t* src, kernels::BlockQ4_M* dst, int64_t n) {
+  uint8_t q[32];
+  if (type == kQ4_1) {  // [d f16][m f16][16 bytes as Q4_M's]
+    for (int64_t i = 0; i < n / 32; ++i, src += 20) {
+      for (int j = 0; j < 16; ++j) {
+        q[j] = src[4 + j] & 15;
+        q[j + 16] = src[4 + j] >> 4;
+      }
+      dst[i] = q4_m_block(half(src), half(src + 2), q);
+    }
+    return;
+  }
+  if (type != kQ4_K) throw Error("internal: gguf_to_q4_m of a type it does not take");
+  for (int64_t i = 0; i < n / 256; ++i, src += 144) {  // as k4_block reads it
+    const float d = half(src), dmin = half(src + 2);
+    for (int k = 0; k < 8; ++k) {
+      int sc, mn;
+      scale_min(k, src + 4, sc, mn);
+      const uint8_t* qs = src + 16 + 32 * (k / 2);
+      for (int l = 0; l < 32; ++l) q[l] = (k % 2) ? qs[l] >> 4 : qs[l] & 15;
+      dst[8 * i + k] = q4_m_block(d * float(sc), -dmin * float(mn), q);
+    }
+  }
+}
 
 bool gguf_can_dequantize(uint32_t type) {
   switch (type) {

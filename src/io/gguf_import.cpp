@@ -35,7 +35,7 @@ constexpr Arch kArchs[] = {
 };
 
 const char* kSupportedTypes =
-    "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K as Q8_0";
+    "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q4_K as Q4_M; Q5_0, Q5_1, Q5_K, Q6_K as Q8_0";
 
 [[noreturn]] void fail(const GgufFile& g, const std::string& msg) {
   throw Error(fmt::format("{}: {}", g.path(), msg));
@@ -340,6 +340,8 @@ std::pair<int64_t, int64_t> block_of(DType t) {
       return {32, 34};
     case DType::Q4_0:
       return {32, 18};
+    case DType::Q4_M:
+      return {32, 20};
     case DType::F16:
       return {1, 2};
     default:
@@ -423,26 +425,34 @@ bool qwen35_tensor(const GgufFile& g, const json& c, TensorView v, GgufImport& m
   return true;
 }
 
-// A matrix of a type without kernels, decoded and requantized to Q8_0 rows (threads split
-// the rows; each row's result does not depend on the split).
-void requantize_q8_0(const GgufTensor& t, uint8_t* out) {
+// A matrix of a type without kernels of its own, rewritten row by row as Q4_M (Q4_1, Q4_K) or
+// decoded and requantized to Q8_0 (the others); threads split the rows and each row's result
+// does not depend on the split.
+void rewrite_rows(const GgufTensor& t, uint8_t* out) {
   const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, cols = t.shape.back();
-  const uint64_t in_row = t.size / uint64_t(rows), out_row = uint64_t(cols) / 32 * 34;
+  const bool q4_m = gguf_has_q4_m(t.type);
+  const uint64_t in_row = t.size / uint64_t(rows), out_row = uint64_t(cols) / 32 * (q4_m ? 20 : 34);
   const int n = std::max(1, std::min<int>(int(std::thread::hardware_concurrency()), 16));
   std::vector<std::thread> workers;
   for (int w = 0; w < n; ++w)
     workers.emplace_back([&, w] {
       std::vector<float> row(static_cast<size_t>(cols));
       for (int64_t r = rows * w / n; r < rows * (w + 1) / n; ++r) {
-        gguf_dequantize_row(t.type, t.data + uint64_t(r) * in_row, row.data(), cols);
-        kernels::quantize_row_q8_0(row.data(),
-                                   reinterpret_cast<kernels::BlockQ8_0*>(out + r * out_row), cols);
+        const uint8_t* src = t.data + uint64_t(r) * in_row;
+        uint8_t* dst = out + uint64_t(r) * out_row;
+        if (q4_m) {
+          gguf_to_q4_m(t.type, src, reinterpret_cast<kernels::BlockQ4_M*>(dst), cols);
+        } else {
+          gguf_dequantize_row(t.type, src, row.data(), cols);
+          kernels::quantize_row_q8_0(row.data(), reinterpret_cast<kernels::BlockQ8_0*>(dst), cols);
+        }
       }
     });
   for (auto& th : workers) th.join();
 }
 
 DType dtype_of(const GgufFile& g, const GgufTensor& t) {
+  if (gguf_has_q4_m(t.type)) return DType::Q4_M;
   if (gguf_can_dequantize(t.type)) return DType::Q8_0;
   switch (t.type) {
     case 0:
@@ -518,9 +528,10 @@ GgufImport import_gguf(const GgufFile& g) {
     GgufTensor src = t;  // what the q/k un-permutation reads
     if (gguf_can_dequantize(t.type)) {
       if (vector) fail(g, fmt::format("tensor '{}': a quantized vector", t.name));
-      v.size = uint64_t(t.shape[0]) * uint64_t(t.shape[1]) / 32 * 34;
+      const auto [block, bytes] = block_of(v.dtype);
+      v.size = uint64_t(t.shape[0]) * uint64_t(t.shape[1]) / uint64_t(block) * uint64_t(bytes);
       AlignedBuffer& b = m.owned.emplace_back(v.size);
-      requantize_q8_0(t, b.data());
+      rewrite_rows(t, b.data());
       v.data = src.data = b.data();
       src.size = v.size;
     }

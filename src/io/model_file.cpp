@@ -22,7 +22,8 @@ struct DTypeInfo {
 };
 constexpr DTypeInfo kDTypes[] = {
     {DType::F32, "f32", 1, 4},     {DType::F16, "f16", 1, 2},     {DType::BF16, "bf16", 1, 2},
-    {DType::Q8_0, "q8_0", 32, 34}, {DType::Q4_0, "q4_0", 32, 18}, {DType::Bytes, "bytes", 1, 1},
+    {DType::Q8_0, "q8_0", 32, 34}, {DType::Q4_0, "q4_0", 32, 18}, {DType::Q4_M, "q4_m", 32, 20},
+    {DType::Bytes, "bytes", 1, 1},
 };
 
 const DTypeInfo& info(DType t) {
@@ -131,7 +132,7 @@ void ModelFile::parse() {
     const std::string dt = t["dtype"].get<std::string>();
     const DTypeInfo* di = nullptr;
     for (const auto& d : kDTypes)
-      if (dt == d.name) di = &d;
+      if (dt == d.name && d.type != DType::Q4_M) di = &d;  // q4_m: made from GGUF at load only
     if (!di) tfail(fmt::format("unknown dtype '{}'", dt));
     v.dtype = di->type;
     if (!t["shape"].is_array() || t["shape"].empty() || t["shape"].size() > 2)

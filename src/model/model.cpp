@@ -24,6 +24,8 @@ WType matrix_type(const TensorView& t, const std::string& path) {
       return WType::Q8_0;
     case DType::Q4_0:
       return WType::Q4_0;
+    case DType::Q4_M:
+      return WType::Q4_M;
     default:
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, which a weight matrix cannot have",
                               path, t.name, dtype_name(t.dtype)));
@@ -219,15 +221,15 @@ const std::string& Model::load_note() const { return impl_->load_note; }
 std::string Model::describe() const {
   const auto& c = impl_->cfg;
   const auto& l0 = impl_->layers.at(0);
-  const char* names[] = {"f32", "f16", "q8_0", "q4_0"};
   const Matrix& attn = c.layers[0].kind == LayerConfig::Kind::Linear ? l0.ssm.qkv : l0.attn.wq;
   return fmt::format(
       "{}: {} layers{}, dim {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, "
       "weights {} (ffn) / {} (attn), {:.1f} MiB packed",
       c.arch, c.n_layers,
       c.has_linear() ? fmt::format(" ({} DeltaNet)", c.n_layers - c.n_attn_layers()) : "", c.dim,
-      c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.n_vocab, names[int(l0.gate.type)],
-      names[int(attn.type)], impl_->packed_bytes / 1048576.0);
+      c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.n_vocab,
+      kernels::kWTypeNames[int(l0.gate.type)], kernels::kWTypeNames[int(attn.type)],
+      impl_->packed_bytes / 1048576.0);
 }
 
 static Tokenizer tokenizer_from(const ModelFile& f) {

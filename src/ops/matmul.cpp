@@ -12,17 +12,18 @@ namespace K = kernels;
 using K::WType;
 
 Matmuls::Matmuls(ThreadPool& pool, int n_batch, int64_t max_cols) : pool_(pool) {
-  for (int t = 0; t < 4; ++t) act_[t].resize(size_t(n_batch) * K::act_row_size(WType(t), max_cols));
+  for (int t = 0; t < K::kWTypes; ++t)
+    act_[t].resize(size_t(n_batch) * K::act_row_size(WType(t), max_cols));
 }
 
 // Adds the input to the imatrix and quantizes it once for each weight type the jobs need.
 void Matmuls::quantize(const float* in, int64_t cols, int n, std::span<const MatJob> jobs) {
   if (imatrix_)
     for (const auto& j : jobs) imatrix_->add(j.m->name, in, cols, n);
-  bool need[4] = {false, false, false, false};
+  bool need[K::kWTypes] = {};
   for (const auto& j : jobs) need[int(j.m->type)] = true;
   pool_.for_each(n, [&](int64_t tok) {
-    for (int t = 0; t < 4; ++t)
+    for (int t = 0; t < K::kWTypes; ++t)
       if (need[t])
         K::quantize_act(WType(t), in + tok * cols, cols,
                         act_[t].data() + tok * K::act_row_size(WType(t), cols));

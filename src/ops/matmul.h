@@ -70,7 +70,8 @@ class Matmuls {
   ThreadPool& pool_;
   Profile* profile_ = nullptr;
   Imatrix* imatrix_ = nullptr;
-  AlignedBuffer act_[4];  // per weight type: (batch, act_row_size(type, max_cols)) bytes
+  AlignedBuffer
+      act_[kernels::kWTypes];  // per weight type: (batch, act_row_size(type, max_cols)) bytes
 };
 
 }  // namespace krafla

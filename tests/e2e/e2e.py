@@ -8,7 +8,8 @@ Usage: e2e.py --bin BUILD_DIR --work WORK_DIR CASE
 Cases: setup | logits:MODEL:QUANT | threads:MODEL:QUANT | batch:MODEL:QUANT | badfiles |
        deltachunk:MODEL:QUANT |
        lengths:MODEL:QUANT | actquant:MODEL:QUANT | packcache:MODEL | big |
-       cli:MODEL | bench:MODEL | info:MODEL | tok:MODEL | llama2c | gguf:MODEL | ggufbad
+       cli:MODEL | bench:MODEL | info:MODEL | tok:MODEL | llama2c | gguf:MODEL | ggufq4:MODEL |
+       ggufbad
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ from e2e_common import (
     run,
     tool,
 )
-from e2e_gguf import case_gguf, case_gguf_bad, case_gguf_bad_qwen35
+from e2e_gguf import case_gguf, case_gguf_bad, case_gguf_bad_qwen35, case_gguf_q4
 from e2e_quality import case_draft, case_imatrix, case_lookup, case_quality
 from e2e_tools import (
     case_bench,
@@ -570,6 +571,7 @@ def main() -> None:
         "armguard": case_arm_guard,
         "svevl": case_sve_vl,
         "gguf": case_gguf,
+        "ggufq4": case_gguf_q4,
         "ggufbad": case_gguf_bad,
         "ggufbadqwen35": case_gguf_bad_qwen35,
     }[kind](a, *rest)

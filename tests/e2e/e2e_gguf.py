@@ -14,7 +14,18 @@ import urllib.request
 
 import numpy as np
 
-from e2e_common import QUANTS, mlb, ml_run, must, one_line_errors, prompt_ids, tool
+from e2e_common import (
+    LIMITS,
+    PY,
+    QUANTS,
+    SRC,
+    mlb,
+    ml_run,
+    must,
+    one_line_errors,
+    prompt_ids,
+    tool,
+)
 
 # Texts with spaces, newlines, digits, code, accents, emoji and special-token text.
 TEXTS = [
@@ -108,6 +119,42 @@ def case_gguf(a, model: str) -> None:
         m_info["config"]["chat_template"],
     )
     print(f"ok: {model}: ml_tok encode and info on the GGUF")
+
+
+def case_gguf_q4(a, model: str) -> None:
+    """GGUF Q4_K and Q4_1 matrices run as Q4_M (4-bit, not widened to Q8_0): the logits of a file
+    requantized to them (tools/to_gguf.py --quant, numpy's quantizers) against Krafla's F32 run
+    of the very values numpy decodes those blocks to (--round-trip): only the activations'
+    8-bit quantization and the f16 rounding of each block's scale and offset lie between, so
+    Q8_0's limit holds. The pack cache gives the same bits."""
+    ids = prompt_ids(a.work, model)
+    src = mlb(a.work, model, "f32")
+    for q in ("q4_k", "q4_1"):
+        g, rt = (os.path.join(a.scratch, f"{model}-{q}{s}.gguf") for s in ("", "-rt"))
+        must(tool("to_gguf.py") + [src, "-o", g, "--quant", q])
+        must(tool("to_gguf.py") + [src, "-o", rt, "--quant", q, "--round-trip"])
+        got, want = (os.path.join(a.scratch, f"{model}-{q}{s}.npy") for s in ("", "-rt"))
+        r = must(
+            [os.path.join(a.bin, "ml_run"), "-m", g, "--tokens", ",".join(map(str, ids))]
+            + ["--logits", got, "-t", "2"]
+        )
+        assert "weights q4_m (ffn) / q4_m (attn)" in r.stderr, r.stderr
+        ml_run(a, rt, ids, want, ["-t", "2"])
+        r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), want, got] + LIMITS["q8_0"])
+        print(f"ok: {model} {q} as Q4_M against its F32 round trip: {r.stdout.strip()}")
+    info = json.loads(must([os.path.join(a.bin, "ml_tok"), "info", g, "--json"]).stdout)
+    kinds = {t["dtype"] for t in info["tensors"] if len(t["shape"]) == 2}
+    assert kinds == {"q4_m"}, kinds
+    cache = os.path.join(a.scratch, "pack")
+    for want_note in ("pack cache: wrote", "pack cache: mapped"):
+        out = os.path.join(a.scratch, f"{model}-cached.npy")
+        r = must(
+            [os.path.join(a.bin, "ml_run"), "-m", g, "--tokens", ",".join(map(str, ids))]
+            + ["--logits", out, "-t", "2", "--pack-cache", cache]
+        )
+        assert want_note in r.stderr, r.stderr
+        assert np.array_equal(np.load(out).view(np.uint32), np.load(got).view(np.uint32))
+    print(f"ok: {model}: Q4_M through the pack cache, the same bits")
 
 
 def serve_check(a, g: str) -> None:

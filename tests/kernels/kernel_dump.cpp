@@ -192,21 +192,27 @@ std::vector<uint8_t> weights(k::WType t, int64_t rows, int64_t cols) {
       }
       continue;
     }
-    const bool q4 = t == k::WType::Q4_0;
-    for (int64_t b = 0; b < cols / k::kQBlock; ++b, p += q4 ? 18 : 34) {
+    const size_t blk = k::row_bytes(t, k::kQBlock);
+    const int head = t == k::WType::Q4_M ? 4 : 2;  // f16 d [and m], then the quants
+    for (int64_t b = 0; b < cols / k::kQBlock; ++b, p += blk) {
       const uint16_t d = k::f32_to_f16_bits(uniform(0.001f, 0.02f));
       std::memcpy(p, &d, 2);
-      for (int j = 0; j < (q4 ? 16 : 32); ++j) p[2 + j] = uint8_t(next_u64());
+      if (head == 4) {
+        const uint16_t m = k::f32_to_f16_bits(uniform(-0.1f, 0.1f));
+        std::memcpy(p + 2, &m, 2);
+      }
+      for (size_t j = head; j < blk; ++j) p[j] = uint8_t(next_u64());
     }
   }
   return w;
 }
 
 void matmuls(bool int8) {
-  const k::WType types[] = {k::WType::F32, k::WType::F16, k::WType::Q8_0, k::WType::Q4_0};
+  const k::WType types[] = {k::WType::F32, k::WType::F16, k::WType::Q8_0, k::WType::Q4_0,
+                            k::WType::Q4_M};
   const int64_t shapes[][2] = {{1, 32}, {5, 64}, {16, 96}, {37, 256}, {70, 128}, {130, 64}};
   for (k::WType t : types) {
-    if (!int8 && (t == k::WType::Q8_0 || t == k::WType::Q4_0)) continue;
+    if (!int8 && t != k::WType::F32 && t != k::WType::F16) continue;
     for (const auto& sh : shapes) {
       const int64_t rows = sh[0], cols = sh[1];
       const auto w = weights(t, rows, cols);

@@ -15,7 +15,7 @@ using test::random_floats;
 using test::random_weights;
 using test::type_name;
 
-constexpr WType kTypes[] = {WType::F32, WType::F16, WType::Q8_0, WType::Q4_0};
+constexpr WType kTypes[] = {WType::F32, WType::F16, WType::Q8_0, WType::Q4_0, WType::Q4_M};
 constexpr int64_t kRows[] = {1, 2, 3, 5, 7, 15, 17, 31, 33, 64, 100};
 constexpr int64_t kCols[] = {32, 64, 96, 160, 352, 1024, 5632};  // 5632: TinyLlama ffn
 constexpr int64_t kToks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16};
@@ -69,7 +69,7 @@ const Table kScalar{scalar::row_tile,     scalar::packed_size,  scalar::pack,
 double tolerance(WType t, const float* w_row, const float* x, int64_t cols) {
   double abs_sum = 0, quant = 0;
   for (int64_t c = 0; c < cols; ++c) abs_sum += std::fabs(double(w_row[c]) * x[c]);
-  if (t == WType::Q8_0 || t == WType::Q4_0) {
+  if (t != WType::F32 && t != WType::F16) {
     for (int64_t b = 0; b < cols / kQBlock; ++b) {
       double amax = 0, wsum = 0;
       for (int i = 0; i < kQBlock; ++i) {
@@ -155,6 +155,7 @@ TEST(Matmul, F32) { check_type(WType::F32); }
 TEST(Matmul, F16) { check_type(WType::F16); }
 TEST(Matmul, Q8_0) { check_type(WType::Q8_0); }
 TEST(Matmul, Q4_0) { check_type(WType::Q4_0); }
+TEST(Matmul, Q4_M) { check_type(WType::Q4_M); }
 
 TEST(Matmul, RowTileAndSizes) {
   EXPECT_GE(row_tile(), 1);
@@ -164,6 +165,7 @@ TEST(Matmul, RowTileAndSizes) {
   }
   EXPECT_EQ(row_bytes(WType::Q8_0, 64), 68u);
   EXPECT_EQ(row_bytes(WType::Q4_0, 64), 36u);
+  EXPECT_EQ(row_bytes(WType::Q4_M, 64), 40u);
   EXPECT_EQ(row_bytes(WType::F16, 64), 128u);
   EXPECT_EQ(row_bytes(WType::F32, 64), 256u);
 }

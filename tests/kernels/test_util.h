@@ -47,6 +47,15 @@ inline std::vector<uint8_t> random_weights(std::mt19937& rng, WType t, int64_t r
           for (auto& q : blk.qs) q = uint8_t(q4(rng) | (q4(rng) << 4));
         }
         break;
+      case WType::Q4_M:  // offsets of either sign, up to ~8 steps: Q4_K's mins lie there
+        for (int64_t b = 0; b < nb; ++b) {
+          auto& blk = reinterpret_cast<BlockQ4_M*>(row)[b];
+          const float d = 0.001f + 0.01f * std::fabs(u(rng));
+          blk.d = f32_to_f16_bits(d);
+          blk.m = f32_to_f16_bits(8.0f * d * u(rng));
+          for (auto& q : blk.qs) q = uint8_t(q4(rng) | (q4(rng) << 4));
+        }
+        break;
     }
   }
   return w;
@@ -62,6 +71,8 @@ inline const char* type_name(WType t) {
       return "Q8_0";
     case WType::Q4_0:
       return "Q4_0";
+    case WType::Q4_M:
+      return "Q4_M";
   }
   return "?";
 }

@@ -387,6 +387,22 @@ TEST(Quantize, DequantizeQ4) {
   }
 }
 
+TEST(Quantize, DequantizeQ4M) {
+  BlockQ4_M b{};
+  b.d = f32_to_f16_bits(0.5f);
+  b.m = f32_to_f16_bits(-1.25f);
+  for (int j = 0; j < 16; ++j) b.qs[j] = uint8_t(j | ((15 - j) << 4));
+  float y[32], ys[32];
+  dequantize_row(WType::Q4_M, &b, y, 32);
+  scalar::dequantize_row(WType::Q4_M, &b, ys, 32);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.5f * (j - 8) - 1.25f);
+    EXPECT_EQ(y[j + 16], 0.5f * (7 - j) - 1.25f);
+    EXPECT_EQ(ys[j], y[j]);
+    EXPECT_EQ(ys[j + 16], y[j + 16]);
+  }
+}
+
 TEST(Cpu, GuardAndName) {
   EXPECT_EQ(missing_cpu_feature(), nullptr) << isa_name();  // the test host runs this build
   EXPECT_EQ(scalar::missing_cpu_feature(), nullptr);

@@ -6,8 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
+
+#include "kernels/kernels.h"
 
 namespace krafla {
 namespace {
@@ -87,6 +90,45 @@ TEST(GgufDequant, Q4KAndQ5K) {
         const int v = five ? q(32 * k + l) : q(32 * k + l) & 15;
         EXPECT_EQ(y[32 * k + l], 0.5f * sc[k] * v - 0.25f * mn[k]) << five << " " << k << " " << l;
       }
+  }
+}
+
+// Q4_1 and Q4_K rows rewritten as Q4_M (what gguf_import runs them as) decode, through the
+// kernels' Q4_M, to the values of their own formulas: exactly where each 32 values' scale and
+// offset are halves (the blocks of the tests above), within the f16 rounding of each otherwise.
+std::vector<float> via_q4_m(uint32_t type, const std::vector<uint8_t>& b, int n) {
+  std::vector<kernels::BlockQ4_M> m(size_t(n / 32));
+  gguf_to_q4_m(type, b.data(), m.data(), n);
+  std::vector<float> y(static_cast<size_t>(n));
+  kernels::scalar::dequantize_row(kernels::WType::Q4_M, m.data(), y.data(), n);
+  return y;
+}
+
+TEST(GgufDequant, ToQ4M) {
+  EXPECT_TRUE(gguf_has_q4_m(3) && gguf_has_q4_m(12));
+  EXPECT_FALSE(gguf_has_q4_m(13) || gguf_has_q4_m(14) || gguf_has_q4_m(6) || gguf_has_q4_m(2));
+  std::vector<uint8_t> b(20);  // Q4_1: d 0.5, m -1.5
+  put_half(&b[0], kHalf);
+  put_half(&b[2], kMinus1_5);
+  for (int j = 0; j < 16; ++j) b[4 + j] = uint8_t(((j * 5) % 16) | (((j * 3 + 1) % 16) << 4));
+  EXPECT_EQ(via_q4_m(3, b, 32), decode(3, b, 32));
+
+  const int sc[8] = {1, 63, 17, 40, 33, 5, 62, 48}, mn[8] = {0, 2, 63, 31, 16, 47, 9, 60};
+  std::vector<uint8_t> k(144, 0);  // Q4_K: d 0.5, dmin 0.25
+  put_half(&k[0], kHalf);
+  put_half(&k[2], kQuarter);
+  pack_scales(&k[4], sc, mn);
+  for (int i = 0; i < 128; ++i) k[16 + i] = uint8_t(i * 37 + 11);
+  EXPECT_EQ(via_q4_m(12, k, 256), decode(12, k, 256));
+
+  // d = 0.3 (not a half times a small int): d*sc and the offsets round to f16, the value moves
+  // by at most half an f16 step of d*sc per nibble step from 8, plus half a step of the offset.
+  put_half(&k[0], 0x34CD);  // 0.30005
+  const auto got = via_q4_m(12, k, 256), want = decode(12, k, 256);
+  for (int i = 0; i < 256; ++i) {
+    const float a = 0.30005f * float(sc[i / 32]), m = 8 * a - 0.25f * float(mn[i / 32]);
+    const float bound = std::ldexp(std::fabs(a) * 8 + std::fabs(m), -11) * 1.01f;
+    EXPECT_NEAR(got[size_t(i)], want[size_t(i)], bound) << i;
   }
 }
 
