@@ -88,9 +88,12 @@ def int_list(text: str) -> list[int]:
 
 
 def mlb_summary(path: str) -> tuple[str, str]:
-    """(model name, quant description) from a .mlb header (docs/format.md)."""
+    """(model name, quant description) from a .mlb header (docs/format.md); a GGUF file (which
+    ml_bench runs too) is named by its file name alone."""
     with open(path, "rb") as f:
         head = f.read(24)
+        if head[:4] == b"GGUF":
+            return os.path.splitext(os.path.basename(path))[0], "gguf"
         if len(head) < 24 or head[:8] != b"KRAFLAMB":
             raise BenchError(f"{path}: not a .mlb file (bad magic)")
         (jsize,) = struct.unpack_from("<Q", head, 16)
