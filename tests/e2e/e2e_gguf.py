@@ -79,6 +79,19 @@ def gguf_sources(a, model: str) -> dict[str, str]:
     return out
 
 
+def check_pack_cache(a, g: str, ids: list[int], want: np.ndarray, tag: str) -> None:
+    """ml_run on GGUF g through a new pack cache, written and then mapped: logits `want`'s bits."""
+    cache = os.path.join(a.scratch, f"pack-{tag}")
+    for want_note in ("pack cache: wrote", "pack cache: mapped"):
+        out = os.path.join(a.scratch, f"{tag}-cached.npy")
+        r = must(
+            [os.path.join(a.bin, "ml_run"), "-m", g, "--tokens", ",".join(map(str, ids))]
+            + ["--logits", out, "-t", "2", "--pack-cache", cache]
+        )
+        assert want_note in r.stderr, r.stderr
+        assert np.array_equal(np.load(out).view(np.uint32), want.view(np.uint32)), want_note
+
+
 def case_gguf(a, model: str) -> None:
     ids = prompt_ids(a.work, model)
     mlbs = gguf_sources(a, model)
@@ -92,15 +105,7 @@ def case_gguf(a, model: str) -> None:
             raise SystemExit(f"FAILED: {model}-{q}: GGUF logits differ from the .mlb's")
         print(f"ok: {model}-{q}: GGUF logits bit-identical to the .mlb's {x.shape}")
     # the pack cache serves GGUF files too: written, then mapped, the same logits
-    cache = os.path.join(a.scratch, f"gguf-pack-{model}")
-    for want_note in ("pack cache: wrote", "pack cache: mapped"):
-        out = os.path.join(a.scratch, f"{model}-q4_0-cached.npy")
-        r = must(
-            [os.path.join(a.bin, "ml_run"), "-m", g, "--tokens", ",".join(map(str, ids))]
-            + ["--logits", out, "-t", "2", "--pack-cache", cache]
-        )
-        assert want_note in r.stderr, r.stderr
-        assert np.array_equal(np.load(out).view(np.uint32), x.view(np.uint32)), want_note
+    check_pack_cache(a, g, ids, x, f"{model}-q4_0")
     tok = os.path.join(a.bin, "ml_tok")
     # All the texts in one (each ml_tok start on a GGUF rebuilds its tokenizer: 0.4-1.2 s)
     text = "\n\n".join(TEXTS)
@@ -145,15 +150,7 @@ def case_gguf_q4(a, model: str) -> None:
     info = json.loads(must([os.path.join(a.bin, "ml_tok"), "info", g, "--json"]).stdout)
     kinds = {t["dtype"] for t in info["tensors"] if len(t["shape"]) == 2}
     assert kinds == {"q4_m"}, kinds
-    cache = os.path.join(a.scratch, "pack")
-    for want_note in ("pack cache: wrote", "pack cache: mapped"):
-        out = os.path.join(a.scratch, f"{model}-cached.npy")
-        r = must(
-            [os.path.join(a.bin, "ml_run"), "-m", g, "--tokens", ",".join(map(str, ids))]
-            + ["--logits", out, "-t", "2", "--pack-cache", cache]
-        )
-        assert want_note in r.stderr, r.stderr
-        assert np.array_equal(np.load(out).view(np.uint32), np.load(got).view(np.uint32))
+    check_pack_cache(a, g, ids, np.load(got), f"{model}-{q}")
     print(f"ok: {model}: Q4_M through the pack cache, the same bits")
 
 
