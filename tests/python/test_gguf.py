@@ -179,5 +179,42 @@ class ToGgufTest(unittest.TestCase):
         self.assertIn("to_gguf.py: error:", err)
 
 
+class KQuantTest(unittest.TestCase):
+    """tools/quant.py's Q4_1 and Q4_K encoders (for to_gguf.py --quant) on values their grids
+    hold exactly: the bytes ggml's layouts give (as tests/unit/gguf_dequant_test.cpp packs them)
+    and the same values back."""
+
+    def test_q4_1_known_answer(self):
+        q = [(j * 5) % 16 for j in range(32)]
+        q[0], q[1] = 0, 15  # the block's min and max: d = 0.5, m = -1.5 exactly
+        x = np.array([0.5 * v - 1.5 for v in q], np.float32)
+        b = quant.quantize_q4_1(x)
+        self.assertEqual(b[:4], np.float16(0.5).tobytes() + np.float16(-1.5).tobytes())
+        self.assertEqual(list(b[4:]), [q[j] | (q[j + 16] << 4) for j in range(16)])
+        np.testing.assert_array_equal(quant.dequantize_q4_1(b, (32,)), x)
+
+    def test_q4_k_known_answer(self):
+        sc, mn = [1, 63, 17, 40, 33, 5, 62, 48], [0, 2, 63, 31, 16, 47, 9, 60]
+        q = np.array([(v * 11 + 3) % 16 for v in range(256)]).reshape(8, 32)
+        q[:, 0], q[:, 1] = 0, 15  # each sub-block spans its whole grid
+        x = (0.5 * np.array(sc)[:, None] * q - 0.25 * np.array(mn)[:, None]).astype(np.float32)
+        b = quant.quantize_q4_k(x.reshape(1, 256))
+        self.assertEqual(len(b), 144)
+        self.assertEqual(b[:4], np.float16(0.5).tobytes() + np.float16(0.25).tobytes())
+        s = bytearray(12)
+        for j in range(4):
+            s[j] = (sc[j] & 63) | ((sc[j + 4] >> 4) << 6)
+            s[j + 4] = (mn[j] & 63) | ((mn[j + 4] >> 4) << 6)
+            s[j + 8] = (sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4)
+        self.assertEqual(b[4:16], bytes(s))
+        qs = bytearray(128)  # sub-blocks 2i, 2i+1: low and high nibbles of bytes 32i..32i+31
+        for k in range(8):
+            for v in range(32):
+                qs[32 * (k // 2) + v] |= int(q[k, v]) << (4 * (k % 2))
+        self.assertEqual(b[16:], bytes(qs))
+        np.testing.assert_array_equal(quant.dequantize_q4_k(b, (256,)), x.reshape(256))
+        self.assertEqual(quant.nbytes("q4_k", (3, 512)), 3 * 2 * 144)
+
+
 if __name__ == "__main__":
     unittest.main()
