@@ -525,14 +525,15 @@ GgufImport import_gguf(const GgufFile& g) {
     TensorView v{name, dtype_of(g, t), t.shape, t.data, t.offset, t.size};
     const std::string leaf = name.substr(name.rfind('.') + 1);
     const bool vector = t.shape.size() == 1;
-    GgufTensor src = t;  // what the q/k un-permutation reads
+    GgufTensor src = t;                  // what the q/k un-permutation reads
+    AlignedBuffer* rewritten = nullptr;  // the rows rewritten as Q4_M or Q8_0
     if (gguf_can_dequantize(t.type)) {
       if (vector) fail(g, fmt::format("tensor '{}': a quantized vector", t.name));
       const auto [block, bytes] = block_of(v.dtype);
       v.size = uint64_t(t.shape[0]) * uint64_t(t.shape[1]) / uint64_t(block) * uint64_t(bytes);
-      AlignedBuffer& b = m.owned.emplace_back(v.size);
-      rewrite_rows(t, b.data());
-      v.data = src.data = b.data();
+      rewritten = &m.owned.emplace_back(v.size);
+      rewrite_rows(t, rewritten->data());
+      v.data = src.data = rewritten->data();
       src.size = v.size;
     }
     const bool conv = leaf == "ssm_conv" && v.dtype == DType::F16;  // the loader wants F32
@@ -550,9 +551,14 @@ GgufImport import_gguf(const GgufFile& g) {
       AlignedBuffer& b = m.owned.emplace_back(src.size);
       deinterleave(src, leaf == "attn_q" ? n_heads : n_kv_heads, b.data(), g);
       v.data = b.data();
+      if (rewritten) rewritten->resize(0);  // only the reordered copy is read from now on
     }
-    if (std::string(a.arch) == "qwen3_5" && qwen35_tensor(g, config, v, m)) continue;
-    m.tensors.push_back(std::move(v));
+    const bool split = std::string(a.arch) == "qwen3_5" && qwen35_tensor(g, config, v, m);
+    // A tensor that lives in a copy now never reads the file's pages again: give them back
+    // (a Q4_K_M file's are most of it).
+    if (split || v.data != t.data) MappedFile::drop_pages(t.data, t.size);
+    if (split && rewritten) rewritten->resize(0);  // qwen35_tensor copied what it keeps
+    if (!split) m.tensors.push_back(std::move(v));
   }
   finish(g, std::move(config), m);
   return m;
