@@ -130,8 +130,8 @@ void pack_tiles(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0
                 void* dst) {
   if (t == WType::F32 || t == WType::F16) return L::pack(t, src, rows, cols, r0, r1, 0, dst);
   const bool q4 = is_q4(t), q4m = t == WType::Q4_M;
-  const int nq = q4 ? 16 : 32, qs = q4m ? 4 : 2;  // quant bytes; their offset in a block
-  constexpr int kChunk = kPairs ? 8 : 4;          // consecutive quants kept together
+  const int nq = q4 ? 16 : 32, qs = quants_offset(t);  // quant bytes; their offset in a block
+  constexpr int kChunk = kPairs ? 8 : 4;               // consecutive quants kept together
   const uint8_t flip = q4 ? 0x88 : 0x00;
   const size_t src_blk = row_bytes(t, kQBlock), rec = L::rec_bytes(t);
   const size_t rb = row_bytes(t, cols), tb = L::tile_bytes(t, cols);

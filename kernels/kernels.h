@@ -36,6 +36,8 @@ static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(Block
 
 // The 4-bit types: one nibble dot serves both (Q4_M adds m * (d_a * sum of the activations)).
 constexpr bool is_q4(WType t) { return t == WType::Q4_0 || t == WType::Q4_M; }
+// Bytes before a stored quantized block's quants: f16 d, and Q4_M's f16 m.
+constexpr int quants_offset(WType t) { return t == WType::Q4_M ? 4 : 2; }
 
 // Bytes of one stored (unpacked, ggml-layout) row of `cols` elements.
 size_t row_bytes(WType t, int64_t cols);

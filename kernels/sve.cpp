@@ -35,6 +35,8 @@ int64_t n_tiles(int64_t rows) { return (rows + tile_rows() - 1) / tile_rows(); }
 
 // Bytes of a (tile, block) record: per row, the stored block's bytes.
 size_t rec_bytes(WType t) { return size_t(tile_rows()) * row_bytes(t, kQBlock); }
+// Where a Q4_M record's offsets start: after a Q4_0 record (scales and nibbles).
+size_t q4m_offsets() { return rec_bytes(WType::Q4_0); }
 
 size_t tile_bytes(WType t, int64_t cols) {
   switch (t) {
@@ -59,14 +61,14 @@ void pack_row(WType t, const uint8_t* src, int64_t cols, int64_t lane, uint8_t* 
     return;
   }
   const bool q4 = is_q4(t), q4m = t == WType::Q4_M;
-  const int qs = q4m ? 4 : 2;  // the quants' offset in a block
+  const int qs = quants_offset(t);
   const size_t src_blk = row_bytes(t, kQBlock);
   const uint8_t flip = q4 ? 0x88 : 0x00;
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
     const uint8_t* blk = src + b * src_blk;
     uint8_t* rec = tile + b * rec_bytes(t);
     std::memcpy(rec + lane * 2, blk, 2);
-    if (q4m) std::memcpy(rec + 18 * kt + lane * 2, blk + 2, 2);  // after Q4_0's record
+    if (q4m) std::memcpy(rec + q4m_offsets() + lane * 2, blk + 2, 2);
     for (int g = 0; g < (q4 ? 4 : 8); ++g) {
       uint8_t* dst = rec + 2 * kt + (g * kt + lane) * 4;
       for (int j = 0; j < 4; ++j) dst[j] = blk[qs + 4 * g + j] ^ flip;
@@ -132,7 +134,7 @@ void q_tile(const uint8_t* tile, int64_t nb, const ActBlock* const* a, int n, fl
     const uint8_t* r = tile + b * rec;
     svprfb(svptrue_b8(), r + 8 * rec, SV_PLDL1KEEP);
     const svfloat32_t dw = scales(r);
-    const svfloat32_t dm = W == WType::Q4_M ? scales(r + 18 * tile_rows()) : dw;
+    const svfloat32_t dm = W == WType::Q4_M ? scales(r + q4m_offsets()) : dw;
     acc0 = fold_block<W>(acc0, r, dw, dm, a[0][b]);
     if (n > 1) acc1 = fold_block<W>(acc1, r, dw, dm, a[1][b]);
     if (n > 2) acc2 = fold_block<W>(acc2, r, dw, dm, a[2][b]);

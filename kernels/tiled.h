@@ -87,7 +87,7 @@ struct Layout {
       return;
     }
     const bool q4 = is_q4(t), q4m = t == WType::Q4_M;
-    const int n_vec = q4 ? 4 : 8, qs = q4m ? 4 : 2;  // quant vectors; quants' offset in a block
+    const int n_vec = q4 ? 4 : 8, qs = quants_offset(t);
     for (int64_t b = 0; b < cols / kQBlock; ++b) {
       const uint8_t* blk = src + b * row_bytes(t, kQBlock);  // f16 d, [f16 m,] the quant bytes
       uint8_t* rec = tile + b * rec_bytes(t);

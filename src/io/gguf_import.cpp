@@ -431,7 +431,9 @@ bool qwen35_tensor(const GgufFile& g, const json& c, TensorView v, GgufImport& m
 void rewrite_rows(const GgufTensor& t, uint8_t* out) {
   const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, cols = t.shape.back();
   const bool q4_m = gguf_has_q4_m(t.type);
-  const uint64_t in_row = t.size / uint64_t(rows), out_row = uint64_t(cols) / 32 * (q4_m ? 20 : 34);
+  const uint64_t in_row = t.size / uint64_t(rows);
+  const uint64_t out_row =
+      kernels::row_bytes(q4_m ? kernels::WType::Q4_M : kernels::WType::Q8_0, cols);
   const int n = std::max(1, std::min<int>(int(std::thread::hardware_concurrency()), 16));
   std::vector<std::thread> workers;
   for (int w = 0; w < n; ++w)

@@ -193,7 +193,7 @@ std::vector<uint8_t> weights(k::WType t, int64_t rows, int64_t cols) {
       continue;
     }
     const size_t blk = k::row_bytes(t, k::kQBlock);
-    const int head = t == k::WType::Q4_M ? 4 : 2;  // f16 d [and m], then the quants
+    const int head = k::quants_offset(t);  // f16 d [and m], then the quants
     for (int64_t b = 0; b < cols / k::kQBlock; ++b, p += blk) {
       const uint16_t d = k::f32_to_f16_bits(uniform(0.001f, 0.02f));
       std::memcpy(p, &d, 2);
