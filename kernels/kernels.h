@@ -51,7 +51,9 @@ size_t row_bytes(WType t, int64_t cols);
                                                                                                    \
   /* ---- weight packing (done once at load) ---- */                                               \
   /* Rows are packed in tiles of row_tile() rows; matmul row ranges start at multiples of it.      \
-     Partial last tiles are allowed (rows need not be a multiple). */                              \
+     Partial last tiles are allowed (rows need not be a multiple). Tiles lie in row order, so for  \
+     r a multiple of row_tile(), packed_size(t, r, cols) is where row r's tile starts: rows from   \
+     r on pack as a matrix of their own there. */                                                  \
   int row_tile();                                                                                  \
   size_t packed_size(WType t, int64_t rows, int64_t cols);                                         \
   /* Pack rows [r0, r1) of `src` (row-major stored layout, the whole matrix) into `dst` (the       \

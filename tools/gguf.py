@@ -41,10 +41,28 @@ SCALAR_FMT = {
 }
 
 # ggml tensor types (ggml.h enum ggml_type) for the dtypes the tools write
-GGML_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 8, "q4_k": 12, "bf16": 30}
+GGML_TYPES = {
+    "f32": 0,
+    "f16": 1,
+    "q4_0": 2,
+    "q4_1": 3,
+    "q8_0": 8,
+    "q4_k": 12,
+    "q6_k": 14,
+    "bf16": 30,
+}
 GGML_NAMES = {v: k for k, v in GGML_TYPES.items()}
 # general.file_type (llama.h enum llama_ftype)
-FILE_TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q8_0": 7, "q4_k": 15, "bf16": 32}
+FILE_TYPES = {
+    "f32": 0,
+    "f16": 1,
+    "q4_0": 2,
+    "q4_1": 3,
+    "q8_0": 7,
+    "q4_k": 15,
+    "q4_k_m": 15,
+    "bf16": 32,
+}
 
 # tokenizer.ggml.token_type values (llama.cpp's llama_token_type)
 TOKEN_NORMAL, TOKEN_UNKNOWN, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED, TOKEN_BYTE = range(

@@ -4,8 +4,9 @@ Q8_0 block (34 bytes): f16 scale d, 32 x int8 q; value = d*q.
 Q4_0 block (18 bytes): f16 scale d, 16 bytes; byte j = element j (low nibble) | element j+16
 (high nibble); value = d*(nibble-8).
 
-Q4_1 and Q4_K (ggml's, for GGUF files only: tools/to_gguf.py --quant) have a quantizer here too,
-a plain min/max one (not llama.cpp's search); their layouts are in quantize_q4_1/quantize_q4_k.
+Q4_1, Q4_K and Q6_K (ggml's, for GGUF files only: tools/to_gguf.py --quant) have a quantizer here
+too, a plain min/max one (not llama.cpp's search); their layouts are in quantize_q4_1,
+quantize_q4_k and quantize_q6_k.
 
 The 'round' Q4_0 rule reproduces llama.cpp's quantize_row_q4_0_ref bit for bit; the 'fit'
 rule searches a few candidate scales per block (plus a least-squares refit of each) and keeps
@@ -23,6 +24,9 @@ Q4_1_DTYPE = np.dtype([("d", "<f2"), ("m", "<f2"), ("q", "u1", (QK // 2,))])
 QK_K = 256  # a K-quant super-block
 Q4_K_DTYPE = np.dtype(
     [("d", "<f2"), ("dmin", "<f2"), ("scales", "u1", (12,)), ("q", "u1", (QK_K // 2,))]
+)
+Q6_K_DTYPE = np.dtype(
+    [("ql", "u1", (QK_K // 2,)), ("qh", "u1", (QK_K // 4,)), ("scales", "i1", (16,)), ("d", "<f2")]
 )
 
 # Candidate divisors c for the Q4_0 'fit' rule: the first scale is d = signed_max / c; the
@@ -217,6 +221,50 @@ def dequantize_q4_k(data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndar
     return vals.astype(np.float32).reshape(shape)
 
 
+def _super_blocks(x: np.ndarray) -> np.ndarray:
+    if x.shape[-1] % QK_K:
+        raise ValueError(f"cols {x.shape[-1]} is not a multiple of {QK_K}")
+    return x.reshape(-1, QK_K).astype(np.float32)
+
+
+def quantize_q6_k(x: np.ndarray) -> bytes:
+    """ggml's Q6_K super-block (210 bytes per 256 values): 128 bytes ql (low 4 bits), 64 bytes
+    qh (high 2 bits), 16 int8 scales (one per 16 values, in order), f16 d; value =
+    d*scale*(q - 32). Each half of 128 values h and l < 32: values 32g + l (g = 0..3) take the
+    low nibble of ql[64h + l] (g 0), of ql[64h + 32 + l] (g 1), the high nibbles of the same
+    (g 2, 3), and bits 2g..2g+1 of qh[32h + l]. Here each 16 values' scale spans its max|x|
+    with q - 32 in -31..31, and d spans the largest scale with the int8s in -127..127."""
+    b = _super_blocks(x)
+    sub = b.reshape(-1, 16, 16)
+    s = np.abs(sub).max(axis=2) / np.float32(31)
+    out = np.zeros(len(b), dtype=Q6_K_DTYPE)
+    out["d"] = s.max(axis=1) / np.float32(127)
+    d = out["d"].astype(np.float32)[:, None]
+    sc = np.clip(np.rint(_div(s, d)), -127, 127).astype(np.int8)
+    out["scales"] = sc
+    q = np.clip(np.rint(_div(sub, (d * sc)[..., None])), -32, 31).astype(np.int32) + 32
+    q = q.reshape(-1, 2, 4, 32).astype(np.uint8)  # [block, half, group, l]
+    low, high = q & 15, q >> 4
+    out["ql"] = np.concatenate(
+        [low[:, :, 0] | (low[:, :, 2] << 4), low[:, :, 1] | (low[:, :, 3] << 4)], axis=2
+    ).reshape(-1, QK_K // 2)
+    qh = high[:, :, 0] | (high[:, :, 1] << 2) | (high[:, :, 2] << 4) | (high[:, :, 3] << 6)
+    out["qh"] = qh.reshape(-1, QK_K // 4)
+    return out.tobytes()
+
+
+def dequantize_q6_k(data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    blk = np.frombuffer(data, dtype=Q6_K_DTYPE)
+    ql = blk["ql"].reshape(-1, 2, 2, 32)  # [block, half, first/second 32 bytes, l]
+    qh = blk["qh"].reshape(-1, 2, 1, 32)
+    low = np.stack([ql[:, :, 0] & 15, ql[:, :, 1] & 15, ql[:, :, 0] >> 4, ql[:, :, 1] >> 4], 2)
+    high = (qh >> np.array([0, 2, 4, 6], np.uint8)[None, None, :, None]) & 3
+    q = (low | (high << 4)).astype(np.float32).reshape(-1, 16, 16) - 32
+    d = blk["d"].astype(np.float32)[:, None, None]
+    vals = d * blk["scales"].astype(np.float32)[..., None] * q
+    return vals.astype(np.float32).reshape(shape)
+
+
 def quantize(
     x: np.ndarray, dtype: str, q4_rule: str = "fit", importance: np.ndarray | None = None
 ) -> bytes:
@@ -234,6 +282,8 @@ def quantize(
         return quantize_q4_1(x)
     if dtype == "q4_k":
         return quantize_q4_k(x)
+    if dtype == "q6_k":
+        return quantize_q6_k(x)
     raise ValueError(f"unknown dtype '{dtype}'")
 
 
@@ -250,6 +300,8 @@ def dequantize(data: bytes | np.ndarray, dtype: str, shape: tuple[int, ...]) -> 
         return dequantize_q4_1(data, shape)
     if dtype == "q4_k":
         return dequantize_q4_k(data, shape)
+    if dtype == "q6_k":
+        return dequantize_q6_k(data, shape)
     raise ValueError(f"unknown dtype '{dtype}'")
 
 
@@ -277,10 +329,10 @@ def nbytes(dtype: str, shape: tuple[int, ...]) -> int:
         if not shape or shape[-1] % QK:
             raise ValueError(f"{dtype} needs cols % {QK} == 0, got shape {list(shape)}")
         return n // QK * BLOCK_BYTES[dtype]
-    if dtype == "q4_k":
+    if dtype in ("q4_k", "q6_k"):
         if not shape or shape[-1] % QK_K:
-            raise ValueError(f"q4_k needs cols % {QK_K} == 0, got shape {list(shape)}")
-        return n // QK_K * Q4_K_DTYPE.itemsize
+            raise ValueError(f"{dtype} needs cols % {QK_K} == 0, got shape {list(shape)}")
+        return n // QK_K * (Q4_K_DTYPE if dtype == "q4_k" else Q6_K_DTYPE).itemsize
     per = {"f32": 4, "f16": 2, "bf16": 2, "bytes": 1}
     if dtype not in per:
         raise ValueError(f"unknown dtype '{dtype}'")

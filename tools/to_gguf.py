@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write a .mlb model as a GGUF file with llama.cpp's names and conventions (numpy only).
 
-Usage: tools/to_gguf.py MODEL.mlb -o OUT.gguf [--quant q4_k|q4_1 [--round-trip]]
+Usage: tools/to_gguf.py MODEL.mlb -o OUT.gguf [--quant q4_k|q4_k_m|q4_1 [--round-trip]]
        tools/to_gguf.py TOKENIZER_DIR|TOKENIZER.mlt -o VOCAB.gguf   (vocabulary only)
 
 The tensor data is copied as it is (f32, f16, q8_0 and q4_0 blocks are ggml's layouts), so a
@@ -14,9 +14,11 @@ GGUF made from a Q8_0 .mlb holds the same blocks. What changes (after llama.cpp'
   scores in the order of tokenizer.json's merges, token types).
 
 --quant q4_k requantizes every matrix to ggml's Q4_K (Q4_1 where a row is not a multiple of
-256), --quant q4_1 to Q4_1, with tools/quant.py's plain min/max quantizers (not
-llama-quantize's: for tests of the K-quant import, not for quality); --round-trip then writes
-F32 of the very values those blocks decode to instead.
+256), --quant q4_k_m likewise but Q6_K (Q8_0 where a row is not a multiple of 256) for the
+embedding, output, attn_v and ffn_down (the types a Q4_K_M file mixes), --quant q4_1 to Q4_1,
+with tools/quant.py's plain min/max quantizers (not llama-quantize's: for tests of the K-quant
+import, not for quality); --round-trip then writes F32 of the very values those blocks decode
+to instead.
 
 Supported so far: llama (Llama 2/3, SmolLM2, Mistral without a window), qwen2, qwen3, smollm3,
 gemma2 and gemma3 (what llama.cpp's keys can express: its Gemma query-scale rule and sliding
@@ -417,11 +419,20 @@ def write_vocab(tj: dict, tc: dict, out: str, name: str) -> None:
     gguf.write(out, kv, [])
 
 
-def requant(raw: bytes, dtype: str, shape: tuple, to: str, round_trip: bool) -> tuple[str, bytes]:
+SIX_BIT = ("tok_embd", "output", "attn_v", "ffn_down")  # --quant q4_k_m's Q6_K matrices
+
+
+def requant(
+    raw: bytes, dtype: str, shape: tuple, to: str, round_trip: bool, leaf: str
+) -> tuple[str, bytes]:
     """A matrix as --quant `to` writes it: (dtype, bytes)."""
     if len(shape) != 2 or shape[1] % quant.QK:
         return dtype, raw
-    t = "q4_k" if to == "q4_k" and shape[1] % quant.QK_K == 0 else "q4_1"
+    k = shape[1] % quant.QK_K == 0
+    if to == "q4_k_m" and leaf in SIX_BIT:
+        t = "q6_k" if k else "q8_0"
+    else:
+        t = "q4_k" if to in ("q4_k", "q4_k_m") and k else "q4_1"
     q = quant.quantize(quant.dequantize(raw, dtype, shape), t)
     return ("f32", quant.dequantize(q, t, shape).tobytes()) if round_trip else (t, q)
 
@@ -445,9 +456,9 @@ def convert(src: str, out: str, to: str | None = None, round_trip: bool = False)
         if t["dtype"] == "bytes":
             continue
         raw, shape, dtype = r.raw(t["name"]), tuple(t["shape"]), t["dtype"]
-        if to:
-            dtype, raw = requant(raw, dtype, shape, to, round_trip)
         leaf = t["name"].rsplit(".", 1)[-1]
+        if to:
+            dtype, raw = requant(raw, dtype, shape, to, round_trip, leaf)
         if leaf in ("attn_q", "attn_k") and kv["general.architecture"] in ("llama", "smollm3"):
             heads = c["n_heads"] if leaf == "attn_q" else c["n_kv_heads"]
             raw = interleave_rows(raw, shape[0], heads)
@@ -519,7 +530,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     p.add_argument("-o", "--out", required=True, help="the GGUF file to write")
     p.add_argument(
-        "--quant", choices=["q4_k", "q4_1"], help="requantize the matrices (tests; see above)"
+        "--quant",
+        choices=["q4_k", "q4_k_m", "q4_1"],
+        help="requantize the matrices (tests; see above)",
     )
     p.add_argument(
         "--round-trip", action="store_true", help="with --quant: F32 of the decoded values"

@@ -1,6 +1,7 @@
 #include "io/gguf_dequant.h"
 
 #include <cstring>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "krafla/error.h"
@@ -135,6 +136,25 @@ void gguf_to_q4_m(uint32_t type, const uint8_t* src, kernels::BlockQ4_M* dst, in
       const uint8_t* qs = src + 16 + 32 * (k / 2);
       for (int l = 0; l < 32; ++l) q[l] = (k % 2) ? qs[l] >> 4 : qs[l] & 15;
       dst[8 * i + k] = q4_m_block(d * float(sc), -dmin * float(mn), q);
+    }
+  }
+}
+
+kernels::WType gguf_rewrite_type(uint32_t type) {
+  return gguf_has_q4_m(type) ? kernels::WType::Q4_M : kernels::WType::Q8_0;
+}
+
+void gguf_rewrite_rows(uint32_t type, const uint8_t* src, uint64_t in_row, int64_t cols, int64_t n,
+                       uint8_t* dst) {
+  const size_t out_row = kernels::row_bytes(gguf_rewrite_type(type), cols);
+  std::vector<float> row;
+  for (int64_t r = 0; r < n; ++r, src += in_row, dst += out_row) {
+    if (gguf_has_q4_m(type)) {
+      gguf_to_q4_m(type, src, reinterpret_cast<kernels::BlockQ4_M*>(dst), cols);
+    } else {
+      row.resize(size_t(cols));
+      gguf_dequantize_row(type, src, row.data(), cols);
+      kernels::quantize_row_q8_0(row.data(), reinterpret_cast<kernels::BlockQ8_0*>(dst), cols);
     }
   }
 }

@@ -16,6 +16,14 @@ bool gguf_has_q4_m(uint32_t type);
 // scale d and the value at nibble 8, m = d·8 + min, each rounded to f16 once.
 void gguf_to_q4_m(uint32_t type, const uint8_t* src, kernels::BlockQ4_M* dst, int64_t n);
 
+// What a matrix of ggml type `type` (one gguf_can_dequantize takes) runs as: Q4_M for Q4_1 and
+// Q4_K, Q8_0 for the others.
+kernels::WType gguf_rewrite_type(uint32_t type);
+// `n` rows of `cols` values from src (row after row, `in_row` bytes each) to dst, each row as
+// gguf_rewrite_type's (gguf_to_q4_m, or decoded and requantized by quantize_row_q8_0).
+void gguf_rewrite_rows(uint32_t type, const uint8_t* src, uint64_t in_row, int64_t cols, int64_t n,
+                       uint8_t* dst);
+
 // Whether dequantize_row() knows ggml type `type`.
 bool gguf_can_dequantize(uint32_t type);
 // n values (a multiple of the type's block) from src to dst.

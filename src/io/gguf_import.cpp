@@ -425,30 +425,19 @@ bool qwen35_tensor(const GgufFile& g, const json& c, TensorView v, GgufImport& m
   return true;
 }
 
-// A matrix of a type without kernels of its own, rewritten row by row as Q4_M (Q4_1, Q4_K) or
-// decoded and requantized to Q8_0 (the others); threads split the rows and each row's result
-// does not depend on the split.
+// A matrix of a type without kernels of its own rewritten whole (to be reordered): threads
+// split the rows, and each row's result does not depend on the split.
 void rewrite_rows(const GgufTensor& t, uint8_t* out) {
-  const int64_t rows = t.shape.size() == 2 ? t.shape[0] : 1, cols = t.shape.back();
-  const bool q4_m = gguf_has_q4_m(t.type);
+  const int64_t rows = t.shape[0], cols = t.shape[1];
   const uint64_t in_row = t.size / uint64_t(rows);
-  const uint64_t out_row =
-      kernels::row_bytes(q4_m ? kernels::WType::Q4_M : kernels::WType::Q8_0, cols);
+  const uint64_t out_row = kernels::row_bytes(gguf_rewrite_type(t.type), cols);
   const int n = std::max(1, std::min<int>(int(std::thread::hardware_concurrency()), 16));
   std::vector<std::thread> workers;
   for (int w = 0; w < n; ++w)
     workers.emplace_back([&, w] {
-      std::vector<float> row(static_cast<size_t>(cols));
-      for (int64_t r = rows * w / n; r < rows * (w + 1) / n; ++r) {
-        const uint8_t* src = t.data + uint64_t(r) * in_row;
-        uint8_t* dst = out + uint64_t(r) * out_row;
-        if (q4_m) {
-          gguf_to_q4_m(t.type, src, reinterpret_cast<kernels::BlockQ4_M*>(dst), cols);
-        } else {
-          gguf_dequantize_row(t.type, src, row.data(), cols);
-          kernels::quantize_row_q8_0(row.data(), reinterpret_cast<kernels::BlockQ8_0*>(dst), cols);
-        }
-      }
+      const int64_t r0 = rows * w / n, r1 = rows * (w + 1) / n;
+      gguf_rewrite_rows(t.type, t.data + uint64_t(r0) * in_row, in_row, cols, r1 - r0,
+                        out + uint64_t(r0) * out_row);
     });
   for (auto& th : workers) th.join();
 }
@@ -533,10 +522,22 @@ GgufImport import_gguf(const GgufFile& g) {
       if (vector) fail(g, fmt::format("tensor '{}': a quantized vector", t.name));
       const auto [block, bytes] = block_of(v.dtype);
       v.size = uint64_t(t.shape[0]) * uint64_t(t.shape[1]) / uint64_t(block) * uint64_t(bytes);
-      rewritten = &m.owned.emplace_back(v.size);
-      rewrite_rows(t, rewritten->data());
-      v.data = src.data = rewritten->data();
-      src.size = v.size;
+      v.source = t.data;
+      v.source_type = t.type;
+      v.source_row = t.size / uint64_t(t.shape[0]);
+      // Rewritten as it is packed, a block of rows at a time (model.cpp's pack_all), so no
+      // whole copy is ever resident; the embedding's row lookups decode the file's bytes. Only
+      // what is reordered next (q/k rows, Qwen3.5's heads) is rewritten here.
+      const bool reordered = (a.interleaved_qk && (leaf == "attn_q" || leaf == "attn_k")) ||
+                             std::string(a.arch) == "qwen3_5";
+      if (!reordered) {
+        v.data = nullptr;
+      } else {
+        rewritten = &m.owned.emplace_back(v.size);
+        rewrite_rows(t, rewritten->data());
+        v.data = src.data = rewritten->data();
+        src.size = v.size;
+      }
     }
     const bool conv = leaf == "ssm_conv" && v.dtype == DType::F16;  // the loader wants F32
     if ((vector && v.dtype != DType::F32) || v.dtype == DType::BF16 || conv) {
@@ -553,6 +554,7 @@ GgufImport import_gguf(const GgufFile& g) {
       AlignedBuffer& b = m.owned.emplace_back(src.size);
       deinterleave(src, leaf == "attn_q" ? n_heads : n_kv_heads, b.data(), g);
       v.data = b.data();
+      v.source = nullptr;                   // the file's rows are in the other order
       if (rewritten) rewritten->resize(0);  // only the reordered copy is read from now on
     }
     const bool split = std::string(a.arch) == "qwen3_5" && qwen35_tensor(g, config, v, m);

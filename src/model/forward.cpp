@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "io/gguf_dequant.h"
 #include "kernels/kernels.h"
 #include "krafla/error.h"
 
@@ -77,7 +78,10 @@ void Forward::embed(const int32_t* tokens, int n) {
   const size_t row = K::row_bytes(e.type, dim);
   float* x = x_.data<float>();
   for (int t = 0; t < n; ++t) {
-    K::dequantize_row(e.type, e.stored + size_t(tokens[t]) * row, x + t * dim, dim);
+    if (e.source)
+      gguf_dequantize_row(e.source_type, e.source + tokens[t] * e.source_row, x + t * dim, dim);
+    else
+      K::dequantize_row(e.type, e.stored + size_t(tokens[t]) * row, x + t * dim, dim);
     if (c_.embd_scale != 1.0f) K::scale_f32(x + t * dim, c_.embd_scale, dim);
   }
 }

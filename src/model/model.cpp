@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "io/gguf_dequant.h"
 #include "krafla/error.h"
 #include "model/model_impl.h"
 #include "runtime/threadpool.h"
@@ -57,6 +58,9 @@ class TensorTaker {
     m.rows = rows;
     m.cols = cols;
     m.stored = t.data;
+    m.source = t.source;
+    m.source_type = t.source_type;
+    m.source_row = t.source_row;
     m.name = name;
     if (pack) to_pack_.push_back({name, &m});
   }
@@ -88,32 +92,47 @@ class TensorTaker {
   std::vector<ToPack> to_pack_;
 };
 
-// Only the embedding is read unpacked (row lookups): a copy the GGUF import made of any other
-// matrix (requantized K-quants, reordered rows) is freed as soon as it is packed, which keeps
-// the peak near one copy of the weights (pack_all drops the file's pages as it goes).
+// Only the embedding is read unpacked (row lookups), and from the file's own bytes when the
+// GGUF import rewrote it: a copy the import made (reordered rows of a GGUF) is freed as soon as
+// it is packed, which keeps the peak near one copy of the weights (pack_all drops the file's
+// pages as it goes).
 void release_copy(Model::Impl& m, Matrix& x) {
-  if (&x != &m.tok_embd && m.file->release(x.stored)) x.stored = nullptr;
+  if ((&x != &m.tok_embd || x.source) && m.file->release(x.stored)) x.stored = nullptr;
 }
 
-// One matrix at a time, in blocks of rows of about 16 MiB in the file, each block's rows split
-// across the threads; a block's file pages go as soon as it is packed, so that even a large
-// embedding is never resident twice (its row lookups map back only the rows they read). A
-// mapped pack cache never touches the file's pages of the matrices, so nothing to drop there.
+// One matrix at a time, in blocks of rows of about 16 MiB, each block's rows split across the
+// threads; a block's file pages go as soon as it is packed, so that even a large embedding is
+// never resident twice (its row lookups map back only the rows they read). A GGUF matrix the
+// import left to rewrite (a K-quant: `source` without `stored`) is rewritten a block at a time
+// into a buffer the size of one block. A mapped pack cache never touches the file's pages of
+// the matrices, so nothing to drop there.
 void pack_all(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& pool) {
   const int64_t tile = kernels::row_tile();
+  AlignedBuffer rows;  // one block rewritten (one buffer for all: no holes left in the heap)
   for (const ToPack& tp : mats) {
     Matrix* x = tp.m;  // (clang 14 cannot capture a structured binding)
     x->packed.resize(kernels::packed_size(x->type, x->rows, x->cols), Pages::Huge);
     const auto rb = int64_t(kernels::row_bytes(x->type, x->cols));
     const int64_t block = std::max(tile, (int64_t(16) << 20) / rb / tile * tile);
+    const bool rewrite = !x->stored;
+    const uint64_t in_row = rewrite ? x->source_row : uint64_t(rb);
+    const uint8_t* in = rewrite ? x->source : x->stored;
+    if (rewrite && rows.size() < size_t(std::min(block, x->rows) * rb))
+      rows.resize(size_t(std::min(block, x->rows) * rb));
     for (int64_t b0 = 0; b0 < x->rows; b0 += block) {
       const int64_t n = std::min(block, x->rows - b0);
+      const uint8_t* src = rewrite ? rows.data() : x->stored + b0 * rb;
+      // b0 is a multiple of the row tile: the block packs as a matrix of its own
+      uint8_t* dst = x->packed.data() + kernels::packed_size(x->type, b0, x->cols);
       pool.run([&](int ti) {
         auto [r0, r1] = split_range(n, ti, pool.size(), tile);
-        if (r0 < r1)
-          kernels::pack(x->type, x->stored, x->rows, x->cols, b0 + r0, b0 + r1, x->packed.data());
+        if (r0 >= r1) return;
+        if (rewrite)
+          gguf_rewrite_rows(x->source_type, in + uint64_t(b0 + r0) * in_row, in_row, x->cols,
+                            r1 - r0, rows.data() + r0 * rb);
+        kernels::pack(x->type, src, n, x->cols, r0, r1, dst);
       });
-      m.file->drop_pages(x->stored + b0 * rb, uint64_t(n * rb));
+      m.file->drop_pages(in + uint64_t(b0) * in_row, uint64_t(n) * in_row);
     }
     release_copy(m, *x);
   }

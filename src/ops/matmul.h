@@ -23,6 +23,11 @@ struct Matrix {
   AlignedBuffer packed;             // packed at load, or empty when cached:
   const uint8_t* cached = nullptr;  // the same bytes in the mapped pack cache
   const uint8_t* stored = nullptr;
+  // A GGUF K-quant rewritten at load: the file's rows, which row lookups decode instead of
+  // `stored` (io/model_file.h's TensorView::source).
+  const uint8_t* source = nullptr;
+  uint32_t source_type = 0;
+  uint64_t source_row = 0;
   std::string name;  // the file's tensor name (blk.0.attn_q, ...): the imatrix's key
   const void* packed_data() const { return cached ? cached : packed.data(); }
 };

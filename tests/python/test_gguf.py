@@ -180,7 +180,7 @@ class ToGgufTest(unittest.TestCase):
 
 
 class KQuantTest(unittest.TestCase):
-    """tools/quant.py's Q4_1 and Q4_K encoders (for to_gguf.py --quant) on values their grids
+    """tools/quant.py's Q4_1, Q4_K and Q6_K encoders (for to_gguf.py --quant) on values their grids
     hold exactly: the bytes ggml's layouts give (as tests/unit/gguf_dequant_test.cpp packs them)
     and the same values back."""
 
@@ -214,6 +214,25 @@ class KQuantTest(unittest.TestCase):
         self.assertEqual(b[16:], bytes(qs))
         np.testing.assert_array_equal(quant.dequantize_q4_k(b, (256,)), x.reshape(256))
         self.assertEqual(quant.nbytes("q4_k", (3, 512)), 3 * 2 * 144)
+
+    def test_q6_k_known_answer(self):
+        sc = [127, 1, 64, 33, 5, 100, 77, 2, 90, 45, 12, 127, 3, 60, 8, 99]
+        q = np.array([(v * 13 + 7) % 63 - 31 for v in range(256)]).reshape(16, 16)
+        q[:, 0] = 31  # each 16 values span their scale's grid: d = 0.5, scales exact
+        x = (0.5 * np.array(sc)[:, None] * q).astype(np.float32)
+        b = quant.quantize_q6_k(x.reshape(1, 256))
+        self.assertEqual(len(b), 210)
+        ql, qh = bytearray(128), bytearray(64)
+        for i, v in enumerate(q.reshape(256) + 32):  # ggml's dequantize_row_q6_K, inverted
+            h, g, lane = i // 128, i % 128 // 32, i % 32
+            ql[64 * h + 32 * (g % 2) + lane] |= int(v & 15) << (4 * (g // 2))
+            qh[32 * h + lane] |= int(v >> 4) << (2 * g)
+        self.assertEqual(b[:128], bytes(ql))
+        self.assertEqual(b[128:192], bytes(qh))
+        self.assertEqual(b[192:208], np.array(sc, np.int8).tobytes())
+        self.assertEqual(b[208:], np.float16(0.5).tobytes())
+        np.testing.assert_array_equal(quant.dequantize_q6_k(b, (256,)), x.reshape(256))
+        self.assertEqual(quant.nbytes("q6_k", (3, 512)), 3 * 2 * 210)
 
 
 if __name__ == "__main__":
