@@ -422,19 +422,19 @@ def write_vocab(tj: dict, tc: dict, out: str, name: str) -> None:
 SIX_BIT = ("tok_embd", "output", "attn_v", "ffn_down")  # --quant q4_k_m's Q6_K matrices
 
 
-def requant(
-    raw: bytes, dtype: str, shape: tuple, to: str, round_trip: bool, leaf: str
-) -> tuple[str, bytes]:
-    """A matrix as --quant `to` writes it: (dtype, bytes)."""
+def requant(r: mlb.MlbReader, name: str, to: str, round_trip: bool, leaf: str) -> tuple[str, bytes]:
+    """Tensor `name` of r as --quant `to` writes it: (dtype, bytes)."""
+    t = r.tensors[name]
+    raw, shape, dtype = r.raw(name), tuple(t["shape"]), t["dtype"]
     if len(shape) != 2 or shape[1] % quant.QK:
         return dtype, raw
     k = shape[1] % quant.QK_K == 0
     if to == "q4_k_m" and leaf in SIX_BIT:
-        t = "q6_k" if k else "q8_0"
+        kind = "q6_k" if k else "q8_0"
     else:
-        t = "q4_k" if to in ("q4_k", "q4_k_m") and k else "q4_1"
-    q = quant.quantize(quant.dequantize(raw, dtype, shape), t)
-    return ("f32", quant.dequantize(q, t, shape).tobytes()) if round_trip else (t, q)
+        kind = "q4_k" if to in ("q4_k", "q4_k_m") and k else "q4_1"
+    q = quant.quantize(r.array(name), kind)
+    return ("f32", quant.dequantize(q, kind, shape).tobytes()) if round_trip else (kind, q)
 
 
 def convert(src: str, out: str, to: str | None = None, round_trip: bool = False) -> None:
@@ -458,7 +458,7 @@ def convert(src: str, out: str, to: str | None = None, round_trip: bool = False)
         raw, shape, dtype = r.raw(t["name"]), tuple(t["shape"]), t["dtype"]
         leaf = t["name"].rsplit(".", 1)[-1]
         if to:
-            dtype, raw = requant(raw, dtype, shape, to, round_trip, leaf)
+            dtype, raw = requant(r, t["name"], to, round_trip, leaf)
         if leaf in ("attn_q", "attn_k") and kv["general.architecture"] in ("llama", "smollm3"):
             heads = c["n_heads"] if leaf == "attn_q" else c["n_kv_heads"]
             raw = interleave_rows(raw, shape[0], heads)

@@ -162,6 +162,39 @@ class ToGgufTest(unittest.TestCase):
         )
         self.assertIs(kv["tokenizer.ggml.add_bos_token"], True)
 
+    def test_quant_from_bf16(self):
+        """--quant q4_k_m from a BF16 .mlb: each matrix is its BF16 values encoded by numpy
+        (Q6_K for the embedding, Q8_0 where a row is not a multiple of 256, else Q4_K)."""
+        src = os.path.join(self.tmp.name, "brown-bf16.mlb")
+        specs, data = [], {}
+        for t in self.m.meta["tensors"]:
+            name, dtype, raw = t["name"], t["dtype"], self.m.raw(t["name"])
+            if len(t["shape"]) == 2 and dtype == "q8_0":
+                bits = self.m.array(name).astype(np.float32).view(np.uint32) >> 16
+                dtype, raw = "bf16", bits.astype("<u2").tobytes()
+            specs.append(mlb.TensorSpec(name, dtype, tuple(t["shape"])))
+            data[name] = raw
+        with mlb.MlbWriter(src, "model", specs, self.m.config, self.m.meta["source"]) as w:
+            for sp in specs:
+                w.add(sp.name, data[sp.name])
+        out = os.path.join(self.tmp.name, "brown-q4_k_m.gguf")
+        code, err = run_main(to_gguf.main, [src, "-o", out, "--quant", "q4_k_m"])
+        self.assertEqual(code, 0, err)
+        g, b = gguf.Reader(out), mlb.MlbReader(src)
+        for name, want in (
+            ("token_embd.weight", "q6_k"),
+            ("blk.0.attn_q.weight", "q4_k"),
+            ("blk.1.ffn_down.weight", "q8_0"),  # 704 columns
+            ("blk.1.ffn_up.weight", "q4_k"),
+        ):
+            self.assertEqual(g.infos[name][0], want, name)
+        np.testing.assert_array_equal(
+            g.array("token_embd.weight"), quant.round_trip(b.array("tok_embd"), "q6_k")
+        )
+        np.testing.assert_array_equal(
+            g.array("blk.1.ffn_down.weight"), quant.round_trip(b.array("blk.1.ffn_down"), "q8_0")
+        )
+
     def test_refusals(self):
         bad = dict(self.m.config, rope_freqs=[1.0, 0.5] + [0.4] * 30)
         lin = dict(self.m.config, rope_freqs=list(np.array(self.m.config["rope_freqs"]) / 4))
