@@ -97,6 +97,7 @@ json info_json(const ModelFileInfo& info, const Tokenizer& tok) {
                        {"shape", t.shape},
                        {"offset", t.offset},
                        {"bytes", t.bytes}});
+    if (!t.gguf_type.empty()) tensors.back()["gguf_type"] = t.gguf_type;
     json& tot = totals[t.dtype];
     if (tot.is_null()) tot = {{"tensors", 0}, {"elements", 0}, {"bytes", 0}};
     tot["tensors"] = tot["tensors"].get<uint64_t>() + 1;
@@ -161,12 +162,14 @@ void print_text(const json& j, const Tokenizer& tok) {
              t["n_special"].get<int>(), token_label(tok, t["bos_id"].get<int64_t>()),
              token_label(tok, t["eos_id"].get<int64_t>()));
   fmt::print("\ntensors ({})\n", j["tensors"].size());
-  fmt::print("  {:>5}  {:<24} {:<6} {:<16} {:>12} {:>12}\n", "#", "name", "dtype", "shape", "bytes",
-             "offset");
+  // a GGUF tensor rewritten at load: "q8_0 < Q6_K", what it runs as and the file's type
+  fmt::print("  {:>5}  {:<24} {:<11} {:<16} {:>12} {:>12}\n", "#", "name", "dtype", "shape",
+             "bytes", "offset");
   int i = 0;
   for (const auto& x : j["tensors"])
-    fmt::print("  {:>5}  {:<24} {:<6} {:<16} {:>12} {:>12}\n", i++, x["name"].get<std::string>(),
-               x["dtype"].get<std::string>(),
+    fmt::print("  {:>5}  {:<24} {:<11} {:<16} {:>12} {:>12}\n", i++, x["name"].get<std::string>(),
+               x["dtype"].get<std::string>() +
+                   (x.contains("gguf_type") ? " < " + x["gguf_type"].get<std::string>() : ""),
                fmt::format("[{}]", fmt::join(x["shape"].get<std::vector<int64_t>>(), ", ")),
                x["bytes"].get<uint64_t>(), x["offset"].get<uint64_t>());
   fmt::print("\ntotals\n  {:<8} {:>7} {:>14} {:>14} {:>12}\n", "dtype", "tensors", "elements",

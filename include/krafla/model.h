@@ -110,6 +110,8 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   uint64_t offset = 0;  // from data_offset
   uint64_t bytes = 0;
+  std::string gguf_type;  // a GGUF tensor rewritten at load (dtype is what it runs as): the
+                          // file's type, "Q6_K"; empty otherwise
 };
 
 // What a .mlb or .mlt file holds, validated as load() validates it (header, metadata, every

@@ -362,6 +362,14 @@ void ungroup_heads(const uint8_t* src, uint8_t* dst, uint64_t first, uint64_t un
                     src + c * stride + first + uint64_t(v * nk + gk) * unit, unit);
 }
 
+// The Qwen3.5 matrices qwen35_tensor may reorder (below).
+bool qwen35_reorders(const std::string& leaf) {
+  for (const char* l :
+       {"attn_q", "ssm_qkv", "ssm_conv", "ssm_z", "ssm_beta", "ssm_alpha", "ssm_out"})
+    if (leaf == l) return true;
+  return false;
+}
+
 // Qwen3.5's tensors that differ from the .mlb's layout: attn_q holds each head's query rows and
 // then its gate rows (split into attn_q and attn_gate), and the DeltaNet value-head tensors are
 // in tiled order (ungroup_heads). Returns false for a tensor to take as it is.
@@ -529,7 +537,7 @@ GgufImport import_gguf(const GgufFile& g) {
       // whole copy is ever resident; the embedding's row lookups decode the file's bytes. Only
       // what is reordered next (q/k rows, Qwen3.5's heads) is rewritten here.
       const bool reordered = (a.interleaved_qk && (leaf == "attn_q" || leaf == "attn_k")) ||
-                             std::string(a.arch) == "qwen3_5";
+                             (std::string(a.arch) == "qwen3_5" && qwen35_reorders(leaf));
       if (!reordered) {
         v.data = nullptr;
       } else {

@@ -26,10 +26,12 @@ struct TensorView {
   const uint8_t* data;  // inside the mapping (64-byte aligned in a .mlb, 32 in a GGUF) or owned
   uint64_t offset;      // of data, from the file's data_offset (docs/format.md)
   uint64_t size;        // bytes
-  // A GGUF matrix of a type without kernels (a K-quant), rewritten at load: the file's own
-  // bytes (one row of `source_row` bytes per row) and ggml type, which row lookups decode
-  // exactly (gguf_dequantize_row). Null otherwise. `data` is null when nothing but row
-  // lookups reads the matrix (an untied embedding): then no rewritten copy is made.
+  // A GGUF matrix of a type without kernels (a K-quant), rewritten at load: its ggml type
+  // (0 for any other tensor) and, while its rows are in the file's order, the file's bytes
+  // (one row of `source_row` bytes per row), which row lookups decode exactly
+  // (gguf_dequantize_row) and the loader rewrites as it packs: `data` is then null, no
+  // rewritten copy is made. Reordered matrices (q/k rows, Qwen3.5's heads) are rewritten
+  // copies in `data` with a null `source`.
   const uint8_t* source = nullptr;
   uint32_t source_type = 0;
   uint64_t source_row = 0;

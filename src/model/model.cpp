@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "io/gguf_dequant.h"
+#include "io/gguf_file.h"
 #include "krafla/error.h"
 #include "model/model_impl.h"
 #include "runtime/threadpool.h"
@@ -278,8 +279,11 @@ ModelFileInfo inspect_model_file(const std::string& path) {
   info.data_offset = f.data_offset();
   if (f.kind() == "model") info.config = parse_config(f.meta(), path);
   info.source_json = f.meta().value("source", nlohmann::json::object()).dump();
-  for (const auto& t : f.tensors())
-    info.tensors.push_back({t.name, dtype_name(t.dtype), t.shape, t.offset, t.size});
+  for (const auto& t : f.tensors()) {
+    const GgmlTypeInfo* from = t.source_type ? ggml_type_info(t.source_type) : nullptr;
+    info.tensors.push_back(
+        {t.name, dtype_name(t.dtype), t.shape, t.offset, t.size, from ? from->name : ""});
+  }
   return info;
 }
 

@@ -152,6 +152,10 @@ def case_gguf_q4(a, model: str) -> None:
         info = json.loads(must([os.path.join(a.bin, "ml_tok"), "info", g, "--json"]).stdout)
         kinds = {t["dtype"] for t in info["tensors"] if len(t["shape"]) == 2}
         assert kinds == ({"q4_m", "q8_0"} if q == "q4_k_m" else {"q4_m"}), (q, kinds)
+        # ml_tok info names the file's type of each rewritten matrix (none for Q8_0: as it is)
+        froms = {t.get("gguf_type") for t in info["tensors"] if len(t["shape"]) == 2}
+        want = {"q4_k": {"Q4_K", "Q4_1"}, "q4_k_m": {"Q4_K", "Q4_1", "Q6_K", None}}
+        assert froms <= want[q] if q in want else froms == {"Q4_1"}, (q, froms)
     check_pack_cache(a, g, ids, np.load(got), f"{model}-{q}")
     print(f"ok: {model}: Q4_M through the pack cache, the same bits")
 
