@@ -30,8 +30,8 @@ struct TensorView {
   // (0 for any other tensor) and, while its rows are in the file's order, the file's bytes
   // (one row of `source_row` bytes per row), which row lookups decode exactly
   // (gguf_dequantize_row) and the loader rewrites as it packs: `data` is then null, no
-  // rewritten copy is made. Reordered matrices (q/k rows, Qwen3.5's heads) are rewritten
-  // copies in `data` with a null `source`.
+  // rewritten copy is made. A matrix rewritten whole to be reordered (q/k rows, Qwen3.5's
+  // heads) is a copy in `data`; its `source` is null once its rows leave the file's order.
   const uint8_t* source = nullptr;
   uint32_t source_type = 0;
   uint64_t source_row = 0;
