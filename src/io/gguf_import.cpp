@@ -451,8 +451,8 @@ void rewrite_rows(const GgufTensor& t, uint8_t* out) {
 }
 
 DType dtype_of(const GgufFile& g, const GgufTensor& t) {
-  if (gguf_has_q4_m(t.type)) return DType::Q4_M;
-  if (gguf_can_dequantize(t.type)) return DType::Q8_0;
+  if (gguf_can_dequantize(t.type))  // rewritten as it is packed, as gguf_rewrite_type says
+    return gguf_rewrite_type(t.type) == kernels::WType::Q4_M ? DType::Q4_M : DType::Q8_0;
   switch (t.type) {
     case 0:
       return DType::F32;
