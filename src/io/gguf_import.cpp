@@ -362,10 +362,19 @@ void ungroup_heads(const uint8_t* src, uint8_t* dst, uint64_t first, uint64_t un
                     src + c * stride + first + uint64_t(v * nk + gk) * unit, unit);
 }
 
-// The Qwen3.5 matrices qwen35_tensor may reorder (below).
-bool qwen35_reorders(const std::string& leaf) {
-  for (const char* l :
-       {"attn_q", "ssm_qkv", "ssm_conv", "ssm_z", "ssm_beta", "ssm_alpha", "ssm_out"})
+// Value heads per key head when Qwen3.5's DeltaNet value-head tensors are in tiled order
+// (ungroup_heads below); 0 when there is one value head per key head: no tiling.
+int64_t qwen35_tiling(const json& c) {
+  const int64_t nk = c["lin_k_heads"], nv = c["lin_v_heads"];
+  return nk <= 0 || nv == nk || nv % nk ? 0 : nv / nk;
+}
+
+// The Qwen3.5 matrices qwen35_tensor reorders (below): attn_q, and the DeltaNet ones when
+// their value heads are tiled.
+bool qwen35_reorders(const json& c, const std::string& leaf) {
+  if (leaf == "attn_q") return true;
+  if (!qwen35_tiling(c)) return false;
+  for (const char* l : {"ssm_qkv", "ssm_conv", "ssm_z", "ssm_beta", "ssm_alpha", "ssm_out"})
     if (leaf == l) return true;
   return false;
 }
@@ -396,8 +405,8 @@ bool qwen35_tensor(const GgufFile& g, const json& c, TensorView v, GgufImport& m
   }
   const int64_t nk = c["lin_k_heads"], nv = c["lin_v_heads"], vd = c["lin_v_dim"];
   const int64_t kd = c["lin_k_dim"];
-  if (nk <= 0 || nv == nk || nv % nk) return false;  // one value head per key head: no tiling
-  const int64_t r = nv / nk;
+  const int64_t r = qwen35_tiling(c);
+  if (!r) return false;
   uint64_t first = 0, unit = 0, stride = 0;
   int64_t count = 1;
   if (leaf == "ssm_qkv" || leaf == "ssm_conv") {  // rows: q, k (unchanged), then v heads
@@ -537,7 +546,7 @@ GgufImport import_gguf(const GgufFile& g) {
       // whole copy is ever resident; the embedding's row lookups decode the file's bytes. Only
       // what is reordered next (q/k rows, Qwen3.5's heads) is rewritten here.
       const bool reordered = (a.interleaved_qk && (leaf == "attn_q" || leaf == "attn_k")) ||
-                             (std::string(a.arch) == "qwen3_5" && qwen35_reorders(leaf));
+                             (std::string(a.arch) == "qwen3_5" && qwen35_reorders(config, leaf));
       if (!reordered) {
         v.data = nullptr;
       } else {
