@@ -1,5 +1,5 @@
 // Single-thread kernel micro-benchmarks at TinyLlama shapes (dim 2048, ffn 5632, vocab 32000),
-// and the gated delta rule step at Qwen3.5's.
+// the gated delta rule step at Qwen3.5's, and one decode token's attention at depth.
 // Decode (n_tok = 1) cycles through enough copies of the packed matrix to overflow the caches,
 // so its GB/s is the weight stream a real forward sees; prefill (n_tok = 128) reuses one copy
 // and reports GFLOP/s (2 * rows * cols * n_tok).
@@ -11,6 +11,8 @@
 
 #include "kernels/common.h"
 #include "kernels/kernels.h"
+#include "ops/attention.h"
+#include "runtime/kv_cache.h"
 
 namespace krafla::kernels {
 namespace {
@@ -171,6 +173,46 @@ void bm_vec(benchmark::State& state, VecOp op) {
                          benchmark::Counter::kIs1000);
 }
 
+// One decode token's attention (attend_group) at depth n on the 1B shape's cache: 16 layers x 8
+// KV heads of 64, 4 query heads each, F32 or F16, laid out in the cache's default chunks
+// (layout 0), in chunks all the size of the default first one (1: about 2 MiB of K, runs of
+// 16 KiB per head: the layout before the chunks grew) or in one chunk (2:
+// each head's rows contiguous). GB/s counts the K and V bytes read.
+void bm_attend(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const auto type = KvType(state.range(1));
+  ModelConfig c;
+  c.n_layers = 16, c.n_heads = 32, c.n_kv_heads = 8, c.head_dim = 64;
+  c.layers.resize(16);
+  const int64_t layout = state.range(2);
+  const int64_t chunk = layout == 2   ? (n + 31) / 32 * 32
+                        : layout == 1 ? KvCache(c, int(n), type).first_chunk_positions()
+                                      : 0;
+  KvCache kv(c, int(n), type, chunk);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> k(64), v(64);
+  for (int64_t p = 0; p < n; ++p)  // position by position, as a forward pass fills it
+    for (int l = 0; l < 16; ++l)
+      for (int h = 0; h < 8; ++h) {
+        for (auto* x : {&k, &v})
+          for (float& e : *x) e = u(rng);
+        kv.store(l, h, p, k.data(), v.data());
+      }
+  std::vector<float> q(4 * 64), scores(4 * size_t(n)), rows(krafla::kKvRows * 64), out(4 * 64);
+  for (float& x : q) x = u(rng);
+  for (auto _ : state) {
+    for (int l = 0; l < 16; ++l)
+      for (int h = 0; h < 8; ++h)
+        attend_group(q.data(), 4, kv.head(l, h), 0, n, 0.125f, 0.0f, scores.data(), rows.data(),
+                     out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(double(state.iterations()) * 2.0 * 16 * 8 * double(n * kv.row_bytes()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
 void shapes(benchmark::internal::Benchmark* b) {
   for (int64_t n_tok : {1, 128})
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{2048, 2048},
@@ -195,6 +237,10 @@ BENCHMARK_CAPTURE(bm_matmul, F16, WType::F16)
 BENCHMARK(bm_quantize_act)->Arg(2048)->Arg(5632);
 BENCHMARK_CAPTURE(bm_delta_step, fused, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(bm_delta_step, composed, false)->Unit(benchmark::kMicrosecond);
+BENCHMARK(bm_attend)
+    ->ArgsProduct({{2048, 8192}, {int64_t(KvType::F32), int64_t(KvType::F16)}, {0, 1, 2}})
+    ->ArgNames({"depth", "kv", "layout"})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_vec, rmsnorm, VecOp::Rmsnorm)->Arg(2048)->Arg(2047);
 BENCHMARK_CAPTURE(bm_vec, softmax, VecOp::Softmax)->Arg(1024)->Arg(1023);
 BENCHMARK_CAPTURE(bm_vec, swiglu, VecOp::Swiglu)->Arg(5632)->Arg(5631);

@@ -54,28 +54,34 @@ KvCache::KvCache(const ModelConfig& c, int n_ctx, KvType type, int64_t chunk_pos
   int n_slots = 0;
   for (const LayerConfig& l : c.layers)
     slot_.push_back(l.kind == LayerConfig::Kind::Attention ? n_slots++ : -1);
-  const size_t per_pos = std::max<size_t>(1, size_t(n_slots) * n_kv_heads_ * row_bytes_);
-  constexpr size_t kChunkBytes = size_t(2) << 20;  // a transparent huge page
-  const int64_t whole = (int64_t{std::max(n_ctx, 1)} + 31) / 32 * 32;
-  chunk_ = chunk_positions > 0
-               ? chunk_positions
-               : std::min(whole, std::max<int64_t>(32, int64_t(kChunkBytes / per_pos) / 32 * 32));
-  chunk_bytes_ = size_t(chunk_) * per_pos;
-  const size_t bytes = size_t((n_ctx + chunk_ - 1) / chunk_) * chunk_bytes_;
+  per_pos_ = std::max<size_t>(1, size_t(n_slots) * n_kv_heads_ * row_bytes_);
+  // The first chunk: about a transparent huge page of K; then chunks doubling in size until
+  // one holds 64 KiB of each head's rows.
+  constexpr size_t kChunkBytes = size_t(2) << 20, kRunBytes = size_t(64) << 10;
+  const int64_t ctx = std::max(n_ctx, 1);
+  const int64_t page = std::max<int64_t>(32, int64_t(kChunkBytes / per_pos_) / 32 * 32);
+  first_ = chunk_positions > 0 ? chunk_positions : std::min((ctx + 31) / 32 * 32, page);
+  chunk_ = first_;
+  while (chunk_positions <= 0 && size_t(chunk_) * row_bytes_ < kRunBytes && steady_ + chunk_ < ctx)
+    steady_ += chunk_, chunk_ *= 2;
+  const size_t positions =
+      size_t(steady_ + (std::max(ctx - steady_, int64_t{0}) + chunk_ - 1) / chunk_ * chunk_);
+  const size_t bytes = positions * per_pos_;
   k_.resize(bytes, Pages::Huge);
   v_.resize(bytes, Pages::Huge);
 }
 
 KvCache::HeadView KvCache::head(int layer, int kv_head) const {
-  const size_t offset = (size_t(slot_[layer]) * n_kv_heads_ + kv_head) * chunk_ * row_bytes_;
-  return {k_.data() + offset, v_.data() + offset, row_bytes_, type_, head_dim_, chunk_,
-          chunk_bytes_};
+  return {k_.data(), v_.data(), row_bytes_,
+          type_,     head_dim_, first_,
+          chunk_,    steady_,   size_t(slot_[layer]) * n_kv_heads_ + kv_head,
+          per_pos_};
 }
 
 const float* KvCache::HeadView::rows(const uint8_t* base, int64_t pos, int64_t m,
                                      float* buf) const {
   if (m > run(pos))
-    throw Error(fmt::format("internal: KV rows {}..{} cross a chunk of {}", pos, pos + m, chunk));
+    throw Error(fmt::format("internal: KV rows {}..{} cross the end of a chunk", pos, pos + m));
   const uint8_t* p = base + offset(pos);
   switch (type) {
     case KvType::F32:

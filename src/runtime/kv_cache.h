@@ -3,12 +3,17 @@
 // stored in one element type for the whole cache.
 //
 // Memory is laid out in chunks of positions: (chunk, slot, kv_head, position in the chunk,
-// row), a chunk about 2 MiB of K (or V). Filling the cache position by position then fills its
-// memory front to back, so the buffers can use transparent huge pages and still be resident
-// only as far as they are filled: a prompt's first tokens fault in one 2 MiB page of K and one
-// of V instead of a 4 KiB page per (layer, head), which cost ~7% of a one-shot 128-token
-// prompt here.
+// row). The first chunk is about 2 MiB of K (or V); the next ones double in size until a
+// chunk holds 64 KiB of each head's rows (or the first chunk's size, if that is more), and
+// the rest are that size. Filling the cache position by position then fills its memory front
+// to back, so the buffers can use transparent huge pages and still be resident only as far as
+// they are filled (at most twice that): a prompt's first tokens fault in one 2 MiB page of K
+// and one of V instead of a 4 KiB page per (layer, head), which cost ~7% of a one-shot
+// 128-token prompt here. Deep in a long context attention reads each head's rows in runs of
+// 64 KiB or more, which stream faster than the first chunk's (16 KiB on the 1B shape: a
+// token's attention at depth 8192 1.2-1.6x faster, docs/benchmarks.md).
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -21,30 +26,47 @@ namespace krafla {
 class KvCache {
  public:
   // Throws krafla::Error for Q8_0 when head_dim is not a multiple of 32. chunk_positions:
-  // positions per memory chunk (0: about 2 MiB of K per chunk, a multiple of 32 positions).
+  // positions of every memory chunk (0: the sizes above, multiples of 32 positions).
   KvCache(const ModelConfig& c, int n_ctx, KvType type = KvType::F32, int64_t chunk_positions = 0);
 
   KvType type() const { return type_; }
   int n_ctx() const { return n_ctx_; }
   size_t row_bytes() const { return row_bytes_; }  // one position of one head, K or V
   size_t size_bytes() const { return k_.size() + v_.size(); }
-  int64_t chunk_positions() const { return chunk_; }
+  int64_t first_chunk_positions() const { return first_; }
+  int64_t chunk_positions() const { return chunk_; }  // of the chunks past the doubling ones
 
-  // One (layer, kv_head)'s cached rows: position p's key starts at
-  // k + (p / chunk) * chunk_bytes + (p % chunk) * row_bytes.
+  // One (layer, kv_head)'s cached rows: position p's key starts at k + offset(p).
   struct HeadView {
-    uint8_t* k;
+    uint8_t* k;  // the whole cache's K and V
     uint8_t* v;
     size_t row_bytes;
     KvType type;
     int64_t head_dim;
-    int64_t chunk;       // positions per chunk: rows are contiguous within one
-    size_t chunk_bytes;  // from one chunk to the next
+    int64_t first;   // positions in the first chunk; chunk i < doublings has first << i
+    int64_t chunk;   // positions in each chunk after those
+    int64_t steady;  // where the first of those starts: first * (2^doublings - 1)
+    size_t head;     // this head's place in a chunk: slot * n_kv_heads + kv_head
+    size_t per_pos;  // bytes of one position over every slot and head
+    struct Span {
+      int64_t start, size;  // positions
+    };
+    // The chunk holding position pos; rows are contiguous within one.
+    Span chunk_of(int64_t pos) const {
+      if (pos >= steady) return {steady + (pos - steady) / chunk * chunk, chunk};
+      const int i = std::bit_width(uint64_t(pos / first + 1)) - 1;
+      return {first * ((int64_t{1} << i) - 1), first << i};
+    }
     // How many rows from pos on are contiguous (to the end of pos's chunk).
-    int64_t run(int64_t pos) const { return chunk - pos % chunk; }
+    int64_t run(int64_t pos) const {
+      const Span c = chunk_of(pos);
+      return c.start + c.size - pos;
+    }
     // Where position pos's row starts, from k or v.
     size_t offset(int64_t pos) const {
-      return size_t(pos / chunk) * chunk_bytes + size_t(pos % chunk) * row_bytes;
+      const Span c = chunk_of(pos);
+      return size_t(c.start) * per_pos +
+             (head * size_t(c.size) + size_t(pos - c.start)) * row_bytes;
     }
     // Rows [pos, pos+m) of K or V as m*head_dim floats, m <= run(pos): the cache's own memory
     // when it is F32, else converted into buf (room for m*head_dim floats) by the kernel table
@@ -67,10 +89,12 @@ class KvCache {
   int n_ctx_, n_kv_heads_;
   int64_t head_dim_;
   size_t row_bytes_;
-  int64_t chunk_ = 0;       // positions per chunk
-  size_t chunk_bytes_ = 0;  // (slot, kv_head, chunk, row_bytes)
-  std::vector<int> slot_;   // [n_layers] the layer's slot, -1 for DeltaNet layers
-  AlignedBuffer k_, v_;     // (chunk, attention layer, kv_head, position in chunk, row_bytes)
+  size_t per_pos_ = 0;     // one position of every slot and head, K or V
+  int64_t first_ = 0;      // positions in the first chunk
+  int64_t chunk_ = 0;      // in each chunk past the doubling ones
+  int64_t steady_ = 0;     // the position where those start
+  std::vector<int> slot_;  // [n_layers] the layer's slot, -1 for DeltaNet layers
+  AlignedBuffer k_, v_;    // (chunk, attention layer, kv_head, position in chunk, row_bytes)
 };
 
 }  // namespace krafla

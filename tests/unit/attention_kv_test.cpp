@@ -1,7 +1,8 @@
 // attend_group over F16 and Q8_0 caches: the rows are converted through the kernel table, so
 // the result equals, bit for bit, attention over an F32 cache holding the converted values;
 // and over caches cut into memory chunks of any number of positions (the key blocks end at
-// the chunks' ends), bit for bit attention over one chunk.
+// the chunks' ends, including the default layout's first, shorter chunk), bit for bit
+// attention over one chunk.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -69,6 +70,46 @@ TEST(AttendGroup, ReducedCachesEqualF32OverTheirOwnValues) {
       EXPECT_EQ(reduced.size_bytes() * (t == KvType::F16 ? 2 : 128),
                 exact.size_bytes() * (t == KvType::F16 ? 1 : 34));
     }
+  }
+}
+
+// The default layout of a large model's cache: a first chunk of 32 positions (at least 2 MiB
+// of K over 64 layers x 16 heads of 64), then chunks of 64, 128, 256 (F32: 64 KiB runs) and
+// 512 (F16). Attention across those boundaries equals, bit for bit, attention over one chunk
+// holding the same rows.
+TEST(AttendGroup, DefaultChunksEqualOneChunk) {
+  ModelConfig c;
+  c.n_layers = 64, c.n_heads = 32, c.n_kv_heads = 16, c.head_dim = 64;
+  c.layers.resize(64);
+  const int n_ctx = 1000, hd = 64, group = 2;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (KvType t : {KvType::F32, KvType::F16}) {
+    KvCache chunked(c, n_ctx, t), whole(c, n_ctx, t, 1024);
+    ASSERT_EQ(chunked.first_chunk_positions(), 32);
+    ASSERT_EQ(chunked.chunk_positions(), t == KvType::F32 ? 256 : 512);
+    ASSERT_EQ(chunked.head(0, 0).run(100), 224 - 100);
+    std::vector<float> k(hd), v(hd);
+    for (int p = 0; p < n_ctx; ++p)
+      for (const auto& [l, h] : {std::pair{0, 0}, {63, 15}}) {
+        for (int i = 0; i < hd; ++i) k[i] = nd(rng), v[i] = nd(rng);
+        chunked.store(l, h, p, k.data(), v.data());
+        whole.store(l, h, p, k.data(), v.data());
+      }
+    std::vector<float> q(group * hd);
+    for (float& x : q) x = nd(rng);
+    for (const auto& [l, h] : {std::pair{0, 0}, {63, 15}})
+      for (int64_t first : {0, 20, 40, 100, 300, 500}) {
+        const int64_t n_keys = n_ctx - first;
+        std::vector<float> s1(group * n_keys), s2(group * n_keys), buf(kKvRows * hd);
+        std::vector<float> o1(group * hd), o2(group * hd);
+        attend_group(q.data(), group, chunked.head(l, h), first, n_keys, 0.125f, 0.0f, s1.data(),
+                     buf.data(), o1.data());
+        attend_group(q.data(), group, whole.head(l, h), first, n_keys, 0.125f, 0.0f, s2.data(),
+                     buf.data(), o2.data());
+        for (int i = 0; i < group * hd; ++i)
+          ASSERT_EQ(o1[i], o2[i]) << kv_type_name(t) << " layer " << l << " first " << first;
+      }
   }
 }
 

@@ -127,6 +127,56 @@ TEST(KvCache, F16AndQ8_0RowsReadBackExactly) {
   }
 }
 
+// The default chunks: the first holds the most positions (a multiple of 32, at least 32) whose
+// K fits 2 MiB; the next ones double until one holds a 64 KiB run of each head's rows, and the
+// rest are that size. Checked against the rule, walking the layout through a view, on the 1B
+// shape (16 layers x 8 KV heads of 64: the runs need doubling) and on a small hybrid model
+// (the first chunk's runs are long enough), for each element type; a short context is one
+// chunk.
+TEST(KvCache, DefaultChunksGrowToLongRuns) {
+  ModelConfig big;
+  big.n_layers = 16, big.n_heads = 32, big.n_kv_heads = 8, big.head_dim = 64;
+  big.layers.resize(16);
+  ModelConfig small = hybrid();
+  small.head_dim = 32;
+  for (const ModelConfig* c : {&big, &small})
+    for (KvType t : {KvType::F32, KvType::F16, KvType::Q8_0}) {
+      const int n_ctx = 32768;
+      const KvCache kv(*c, n_ctx, t);  // memory is reserved, not touched
+      const int64_t first = kv.first_chunk_positions(), steady = kv.chunk_positions();
+      const size_t rb = kv.row_bytes();
+      const int n_slots = c == &big ? 16 : 2;
+      const size_t per_pos = size_t(c->n_kv_heads) * n_slots * rb;
+      EXPECT_EQ(first % 32, 0);
+      EXPECT_LE(size_t(first) * per_pos, size_t(2) << 20);
+      EXPECT_GT(size_t(first + 32) * per_pos, size_t(2) << 20);
+      const KvCache::HeadView h0 = kv.head(c == &big ? 0 : 1, 0);
+      const KvCache::HeadView hl = kv.head(c == &big ? 15 : 3, c->n_kv_heads - 1);
+      int64_t expect = first;  // the next chunk's size
+      int64_t p = 0;
+      for (int chunks = 0; p < n_ctx; ++chunks) {
+        const int64_t size = h0.run(p);
+        ASSERT_EQ(size, expect) << "chunk " << chunks << " at " << p;
+        // Contiguous: the first head's rows start the chunk at p * per_pos, the last head's
+        // end it.
+        ASSERT_EQ(h0.offset(p), size_t(p) * per_pos);
+        ASSERT_EQ(hl.offset(p + size - 1) + rb, size_t(p + size) * per_pos);
+        ASSERT_EQ(h0.run(p + size - 1), 1);
+        p += size;
+        if (size_t(expect) * rb < 65536) expect *= 2;
+      }
+      EXPECT_EQ(steady, expect == first ? first : expect);
+      EXPECT_GE(size_t(steady) * rb, size_t(65536));
+      EXPECT_EQ(kv.size_bytes(), 2 * size_t(p) * per_pos);
+      const KvCache one(*c, 20, t);
+      EXPECT_EQ(one.first_chunk_positions(), 32);  // the whole context, rounded up
+      EXPECT_EQ(one.size_bytes(), 2 * 32 * per_pos);
+    }
+  const KvCache f16(big, 32768, KvType::F16);
+  EXPECT_EQ(f16.first_chunk_positions(), 128);  // 2 MiB / 16 KiB
+  EXPECT_EQ(f16.chunk_positions(), 512);        // 64 KiB / 128 B
+}
+
 TEST(KvCache, Q8_0NeedsWholeBlocksPerHead) {
   const ModelConfig c = hybrid();  // head_dim 8
   EXPECT_THROW(KvCache(c, 16, KvType::Q8_0), Error);
