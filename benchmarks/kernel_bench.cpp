@@ -176,8 +176,8 @@ void bm_vec(benchmark::State& state, VecOp op) {
 // One decode token's attention (attend_group) at depth n on the 1B shape's cache: 16 layers x 8
 // KV heads of 64, 4 query heads each, F32 or F16, laid out in the cache's default chunks
 // (layout 0), in chunks all the size of the default first one (1: about 2 MiB of K, runs of
-// 16 KiB per head: the layout before the chunks grew) or in one chunk (2:
-// each head's rows contiguous). GB/s counts the K and V bytes read.
+// 16 KiB per head: the layout before the chunks grew) or in one chunk (2: each head's rows
+// contiguous). GB/s counts the K and V bytes read.
 void bm_attend(benchmark::State& state) {
   const int64_t n = state.range(0);
   const auto type = KvType(state.range(1));

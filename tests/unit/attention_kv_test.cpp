@@ -3,9 +3,11 @@
 // and over caches cut into memory chunks of any number of positions (the key blocks end at
 // the chunks' ends, including the default layout's first, shorter chunk), bit for bit
 // attention over one chunk.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,6 +19,20 @@ namespace krafla {
 namespace {
 
 namespace K = kernels;
+
+// attend_group for `group` query heads of 64 over keys first..n_ctx-1 of views a and b; the
+// outputs are equal bit for bit.
+void expect_same_attention(const std::vector<float>& q, int group, const KvCache::HeadView& a,
+                           const KvCache::HeadView& b, int64_t n_ctx, int64_t first,
+                           const std::string& what) {
+  const int64_t hd = 64, n_keys = n_ctx - first;
+  std::vector<float> s1(group * n_keys), s2(group * n_keys), buf(kKvRows * hd);
+  std::vector<float> o1(group * hd), o2(group * hd);
+  attend_group(q.data(), group, a, first, n_keys, 0.125f, 0.0f, s1.data(), buf.data(), o1.data());
+  attend_group(q.data(), group, b, first, n_keys, 0.125f, 0.0f, s2.data(), buf.data(), o2.data());
+  for (int i = 0; i < group * hd; ++i)
+    ASSERT_EQ(o1[i], o2[i]) << what << " first " << first << " i " << i;
+}
 
 TEST(AttendGroup, ReducedCachesEqualF32OverTheirOwnValues) {
   ModelConfig c;
@@ -54,18 +70,9 @@ TEST(AttendGroup, ReducedCachesEqualF32OverTheirOwnValues) {
     }
     std::vector<float> q(group * hd);
     for (float& x : q) x = nd(rng);
-    for (int64_t first : {0, 7, 33}) {
-      const int64_t n_keys = n_ctx - first;
-      std::vector<float> s1(group * n_keys), s2(group * n_keys), buf(kKvRows * hd);
-      std::vector<float> o1(group * hd), o2(group * hd);
-      attend_group(q.data(), group, reduced.head(0, 1), first, n_keys, 0.125f, 0.0f, s1.data(),
-                   buf.data(), o1.data());
-      attend_group(q.data(), group, exact.head(0, 1), first, n_keys, 0.125f, 0.0f, s2.data(),
-                   buf.data(), o2.data());
-      for (int i = 0; i < group * hd; ++i)
-        ASSERT_EQ(o1[i], o2[i]) << kv_type_name(t) << " chunk " << chunk << " first " << first
-                                << " i " << i;
-    }
+    for (int64_t first : {0, 7, 33})
+      expect_same_attention(q, group, reduced.head(0, 1), exact.head(0, 1), n_ctx, first,
+                            fmt::format("{} chunk {}", kv_type_name(t), chunk));
     if (chunk == 0) {  // one chunk of 128 positions each
       EXPECT_EQ(reduced.size_bytes() * (t == KvType::F16 ? 2 : 128),
                 exact.size_bytes() * (t == KvType::F16 ? 1 : 34));
@@ -99,17 +106,9 @@ TEST(AttendGroup, DefaultChunksEqualOneChunk) {
     std::vector<float> q(group * hd);
     for (float& x : q) x = nd(rng);
     for (const auto& [l, h] : {std::pair{0, 0}, {63, 15}})
-      for (int64_t first : {0, 20, 40, 100, 300, 500}) {
-        const int64_t n_keys = n_ctx - first;
-        std::vector<float> s1(group * n_keys), s2(group * n_keys), buf(kKvRows * hd);
-        std::vector<float> o1(group * hd), o2(group * hd);
-        attend_group(q.data(), group, chunked.head(l, h), first, n_keys, 0.125f, 0.0f, s1.data(),
-                     buf.data(), o1.data());
-        attend_group(q.data(), group, whole.head(l, h), first, n_keys, 0.125f, 0.0f, s2.data(),
-                     buf.data(), o2.data());
-        for (int i = 0; i < group * hd; ++i)
-          ASSERT_EQ(o1[i], o2[i]) << kv_type_name(t) << " layer " << l << " first " << first;
-      }
+      for (int64_t first : {0, 20, 40, 100, 300, 500})
+        expect_same_attention(q, group, chunked.head(l, h), whole.head(l, h), n_ctx, first,
+                              fmt::format("{} layer {}", kv_type_name(t), l));
   }
 }
 
