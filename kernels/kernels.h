@@ -97,6 +97,13 @@ size_t row_bytes(WType t, int64_t cols);
                     float* out, int64_t ld_out);                                                   \
   void axpy_rows_f32(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,           \
                      int64_t d, float* out);                                                       \
+  /* The same two loops on rows of IEEE halves (an F16 KV cache's), bitwise f16_to_f32 of the      \
+     rows followed by the F32 loop. buf: room for n*d floats, which an ISA may convert the rows    \
+     into first. */                                                                                \
+  void dot_rows_f16(const float* q, int64_t g, const uint16_t* k, int64_t n, int64_t d,            \
+                    float scale, float* out, int64_t ld_out, float* buf);                          \
+  void axpy_rows_f16(const float* w, int64_t ld_w, int64_t g, const uint16_t* v, int64_t n,        \
+                     int64_t d, float* out, float* buf);                                           \
   void scale_f32(float* x, float s, int64_t n);                                                    \
   /* One token of the gated delta rule on one head's state S [dk][dv] (row i: key dim i):          \
        S *= decay;  d = beta * (v - S^T k);  S += k d^T;  out = S^T q   (out: dv floats). */       \

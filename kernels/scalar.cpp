@@ -200,6 +200,18 @@ void axpy_rows_f32(const float* w, int64_t ld_w, int64_t g, const float* v, int6
     for (int64_t j = 0; j < n; ++j) axpy_f32(w[i * ld_w + j], v + j * d, out + i * d, d);
 }
 
+void dot_rows_f16(const float* q, int64_t g, const uint16_t* k, int64_t n, int64_t d, float scale,
+                  float* out, int64_t ld_out, float* buf) {
+  f16_to_f32(k, buf, n * d);
+  dot_rows_f32(q, g, buf, n, d, scale, out, ld_out);
+}
+
+void axpy_rows_f16(const float* w, int64_t ld_w, int64_t g, const uint16_t* v, int64_t n, int64_t d,
+                   float* out, float* buf) {
+  f16_to_f32(v, buf, n * d);
+  axpy_rows_f32(w, ld_w, g, buf, n, d, out);
+}
+
 void scale_f32(float* x, float s, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
@@ -299,6 +311,8 @@ float dot_f32(const float* a, const float* b, int64_t n) { return scalar::dot_f3
 void axpy_f32(float a, const float* x, float* y, int64_t n) { scalar::axpy_f32(a, x, y, n); }
 void dot_rows_f32(const float* q, int64_t g, const float* k, int64_t n, int64_t d, float scale, float* out, int64_t ld_out) { scalar::dot_rows_f32(q, g, k, n, d, scale, out, ld_out); }
 void axpy_rows_f32(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n, int64_t d, float* out) { scalar::axpy_rows_f32(w, ld_w, g, v, n, d, out); }
+void dot_rows_f16(const float* q, int64_t g, const uint16_t* k, int64_t n, int64_t d, float scale, float* out, int64_t ld_out, float* buf) { scalar::dot_rows_f16(q, g, k, n, d, scale, out, ld_out, buf); }
+void axpy_rows_f16(const float* w, int64_t ld_w, int64_t g, const uint16_t* v, int64_t n, int64_t d, float* out, float* buf) { scalar::axpy_rows_f16(w, ld_w, g, v, n, d, out, buf); }
 void scale_f32(float* x, float s, int64_t n) { scalar::scale_f32(x, s, n); }
 void delta_step(float* S, const float* q, const float* k, const float* v, float decay, float beta, int64_t dk, int64_t dv, float* out) { scalar::delta_step(S, q, k, v, decay, beta, dk, dv, out); }
 void add_f32(const float* a, const float* b, float* out, int64_t n) { scalar::add_f32(a, b, out, n); }

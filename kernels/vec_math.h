@@ -23,6 +23,7 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/delta_step.h"
 
@@ -136,13 +137,25 @@ typename V::F dot_lanes(const float* a, const float* b, int64_t n) {
   return V::add(s0, s1);
 }
 
+// Attention's V rows as the cache stores them: floats, or IEEE halves widened by the traits'
+// load_half. Widening is exact, so a loop over halves gives the bits of f16_to_f32 followed by
+// the same loop over floats.
+template <class V>
+inline typename V::F load_row(const float* p) {
+  return V::load(p);
+}
+template <class V>
+inline typename V::F load_row(const uint16_t* p) {
+  return V::load_half(p);
+}
+
 // axpy_rows for G query rows (scores at stride ld_w, outputs at stride d) over the column
 // chunk of four vectors at c: each v row's four vectors are loaded once for the G rows and
 // pinned in registers (V::pin: x86 compilers otherwise fold a load into every fma, and the
 // loads, not the fmas, set the pace). Each row's lanes take axpy's fma sequence, whatever G is.
 // For traits whose vectors form arrays (not SVE's).
-template <class V, int G>
-void axpy_rows_chunk(const float* w, int64_t ld_w, const float* v, int64_t n, int64_t d, int64_t c,
+template <class V, int G, class T>
+void axpy_rows_chunk(const float* w, int64_t ld_w, const T* v, int64_t n, int64_t d, int64_t c,
                      float* out) {
   using F = typename V::F;
   const int64_t W = V::width();
@@ -152,8 +165,9 @@ void axpy_rows_chunk(const float* w, int64_t ld_w, const float* v, int64_t n, in
 #pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) acc[i][u] = V::load(out + i * d + c + u * W);
   for (int64_t j = 0; j < n; ++j) {
-    const float* r = v + j * d + c;
-    F r0 = V::load(r), r1 = V::load(r + W), r2 = V::load(r + 2 * W), r3 = V::load(r + 3 * W);
+    const T* r = v + j * d + c;
+    F r0 = load_row<V>(r), r1 = load_row<V>(r + W), r2 = load_row<V>(r + 2 * W);
+    F r3 = load_row<V>(r + 3 * W);
     V::pin(r0, r1, r2, r3);
 #pragma GCC unroll 4
     for (int i = 0; i < G; ++i) {
@@ -171,21 +185,24 @@ void axpy_rows_chunk(const float* w, int64_t ld_w, const float* v, int64_t n, in
 }
 
 // axpy_rows_f32 (the table's contract) in groups of up to kMaxG query rows per v-row load
-// (axpy_rows_chunk) where d is a multiple of four vectors, else row by row.
-template <class V, int kMaxG>
-void axpy_rows_grouped(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,
-                       int64_t d, float* out) {
+// (axpy_rows_chunk) where d is a multiple of four vectors, else row by row (rows of halves:
+// d must be such a multiple).
+template <class V, int kMaxG, class T>
+void axpy_rows_grouped(const float* w, int64_t ld_w, int64_t g, const T* v, int64_t n, int64_t d,
+                       float* out) {
   const int64_t chunk = 4 * V::width();
-  if (d % chunk != 0) {
-    for (int64_t i = 0; i < g; ++i) axpy_rows<V>(w + i * ld_w, v, n, d, out + i * d);
-    return;
+  if constexpr (std::is_same_v<T, float>) {
+    if (d % chunk != 0) {
+      for (int64_t i = 0; i < g; ++i) axpy_rows<V>(w + i * ld_w, v, n, d, out + i * d);
+      return;
+    }
   }
   for (int64_t c = 0; c < d; c += chunk) {
     int64_t i = 0;
     for (; i + kMaxG <= g; i += kMaxG)
-      axpy_rows_chunk<V, kMaxG>(w + i * ld_w, ld_w, v, n, d, c, out + i * d);
+      axpy_rows_chunk<V, kMaxG, T>(w + i * ld_w, ld_w, v, n, d, c, out + i * d);
     const auto rest = [&]<int G>() {
-      if (g - i == G) axpy_rows_chunk<V, G>(w + i * ld_w, ld_w, v, n, d, c, out + i * d);
+      if (g - i == G) axpy_rows_chunk<V, G, T>(w + i * ld_w, ld_w, v, n, d, c, out + i * d);
     };
     if constexpr (kMaxG > 3) rest.template operator()<3>();
     if constexpr (kMaxG > 2) rest.template operator()<2>();
@@ -214,6 +231,25 @@ void axpy_rows(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t 
   } else {
     for (int64_t i = 0; i < g; ++i) axpy_rows<V>(w + i * ld_w, v, n, d, out + i * d);
   }
+}
+
+// The row loops on rows of halves where the traits have their own (V::dot_rows_half,
+// V::axpy_rows_half: false for a shape they do not take); false otherwise, and the table
+// entries convert the rows first (KRAFLA_VEC_MATH_ENTRIES).
+template <class V>
+bool dot_rows_half(const float* q, int64_t g, const uint16_t* k, int64_t n, int64_t d, float scale,
+                   float* out, int64_t ld_out, float* buf) {
+  if constexpr (requires { V::dot_rows_half(q, g, k, n, d, scale, out, ld_out, buf); })
+    return V::dot_rows_half(q, g, k, n, d, scale, out, ld_out, buf);
+  return false;
+}
+
+template <class V>
+bool axpy_rows_half(const float* w, int64_t ld_w, int64_t g, const uint16_t* v, int64_t n,
+                    int64_t d, float* out) {
+  if constexpr (requires { V::axpy_rows_half(w, ld_w, g, v, n, d, out); })
+    return V::axpy_rows_half(w, ld_w, g, v, n, d, out);
+  return false;
 }
 
 template <class V>
@@ -298,6 +334,18 @@ void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const fl
   void axpy_rows_f32(const float* w, int64_t ld_w, int64_t g, const float* v, int64_t n,          \
                      int64_t d, float* out) {                                                     \
     vec::axpy_rows<V>(w, ld_w, g, v, n, d, out);                                                  \
+  }                                                                                               \
+  void dot_rows_f16(const float* q, int64_t g, const uint16_t* k, int64_t n, int64_t d,           \
+                    float scale, float* out, int64_t ld_out, float* buf) {                        \
+    if (vec::dot_rows_half<V>(q, g, k, n, d, scale, out, ld_out, buf)) return;                    \
+    f16_to_f32(k, buf, n* d);                                                                     \
+    dot_rows_f32(q, g, buf, n, d, scale, out, ld_out);                                            \
+  }                                                                                               \
+  void axpy_rows_f16(const float* w, int64_t ld_w, int64_t g, const uint16_t* v, int64_t n,       \
+                     int64_t d, float* out, float* buf) {                                         \
+    if (vec::axpy_rows_half<V>(w, ld_w, g, v, n, d, out)) return;                                 \
+    f16_to_f32(v, buf, n* d);                                                                     \
+    axpy_rows_f32(w, ld_w, g, buf, n, d, out);                                                    \
   }                                                                                               \
   void scale_f32(float* x, float s, int64_t n) { vec::scale<V>(x, s, n); }                        \
   void add_f32(const float* a, const float* b, float* out, int64_t n) {                           \

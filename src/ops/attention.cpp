@@ -15,11 +15,16 @@ void attend_group(const float* q, int group, const KvCache::HeadView& kv, int64_
                   int64_t n_keys, float scale, float softcap, float* scores, float* rows,
                   float* out) {
   const int64_t head_dim = kv.head_dim;
+  const bool f16 = kv.type == KvType::F16;
   int64_t m = 0;
   for (int64_t j0 = 0; j0 < n_keys; j0 += m) {  // a block of K rows, while in L1
     m = std::min({kKvRows, n_keys - j0, kv.run(first + j0)});
-    const float* k = kv.k_rows(first + j0, m, rows);
-    K::dot_rows_f32(q, group, k, m, head_dim, scale, scores + j0, n_keys);
+    if (f16)  // the ISA may read the halves as they are
+      K::dot_rows_f16(q, group, kv.k_halves(first + j0, m), m, head_dim, scale, scores + j0, n_keys,
+                      rows);
+    else
+      K::dot_rows_f32(q, group, kv.k_rows(first + j0, m, rows), m, head_dim, scale, scores + j0,
+                      n_keys);
   }
   for (int g = 0; g < group; ++g) {
     float* s = scores + g * n_keys;
@@ -30,8 +35,12 @@ void attend_group(const float* q, int group, const KvCache::HeadView& kv, int64_
   std::memset(out, 0, sizeof(float) * head_dim * group);
   for (int64_t j0 = 0; j0 < n_keys; j0 += m) {  // likewise a block of V rows
     m = std::min({kKvRows, n_keys - j0, kv.run(first + j0)});
-    const float* v = kv.v_rows(first + j0, m, rows);
-    K::axpy_rows_f32(scores + j0, n_keys, group, v, m, head_dim, out);
+    if (f16)
+      K::axpy_rows_f16(scores + j0, n_keys, group, kv.v_halves(first + j0, m), m, head_dim, out,
+                       rows);
+    else
+      K::axpy_rows_f32(scores + j0, n_keys, group, kv.v_rows(first + j0, m, rows), m, head_dim,
+                       out);
   }
 }
 

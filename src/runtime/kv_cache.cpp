@@ -96,6 +96,12 @@ const float* KvCache::HeadView::rows(const uint8_t* base, int64_t pos, int64_t m
   return buf;
 }
 
+const uint16_t* KvCache::HeadView::halves(const uint8_t* base, int64_t pos, int64_t m) const {
+  if (type != KvType::F16 || m > run(pos))
+    throw Error(fmt::format("internal: KV rows {}..{} read as halves", pos, pos + m));
+  return reinterpret_cast<const uint16_t*>(base + offset(pos));
+}
+
 void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const float* v) {
   const HeadView h = head(layer, kv_head);
   const size_t at = h.offset(pos);

@@ -73,9 +73,13 @@ class KvCache {
     // (f16_to_f32, dequantize_row), exactly.
     const float* k_rows(int64_t pos, int64_t m, float* buf) const { return rows(k, pos, m, buf); }
     const float* v_rows(int64_t pos, int64_t m, float* buf) const { return rows(v, pos, m, buf); }
+    // The same rows of an F16 cache as it stores them (for the kernel table's *_rows_f16).
+    const uint16_t* k_halves(int64_t pos, int64_t m) const { return halves(k, pos, m); }
+    const uint16_t* v_halves(int64_t pos, int64_t m) const { return halves(v, pos, m); }
 
    private:
     const float* rows(const uint8_t* base, int64_t pos, int64_t m, float* buf) const;
+    const uint16_t* halves(const uint8_t* base, int64_t pos, int64_t m) const;
   };
   // `layer` must be an attention layer.
   HeadView head(int layer, int kv_head) const;

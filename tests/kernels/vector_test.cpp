@@ -142,6 +142,50 @@ TEST(Vector, RowLoopsEqualTheirCalls) {
   }
 }
 
+// dot_rows_f16 and axpy_rows_f16 (an F16 KV cache's rows, widened as they load where the ISA
+// can) compute bit for bit what widening the rows with f16_to_f32 and calling the F32 loops
+// does: for head sizes the ISAs' own loops take (multiples of 32 and 64 floats; 64, 128 and
+// 256 for AVX-512's dot) and those converted first, query-row counts on both sides of each
+// ISA's limits, and key counts below, at and past the 16-key blocks.
+TEST(Vector, HalfRowLoopsEqualWidenedRows) {
+  std::mt19937 rng(9);
+  for (int64_t d : {7, 32, 64, 96, 100, 128, 256}) {
+    for (int64_t n : {0, 1, 5, 32, 40}) {
+      for (int64_t g : {1, 2, 3, 4, 7, 8, 9}) {
+        const int64_t ld_w = n + 3;
+        std::vector<uint16_t> v(n * d);
+        f32_to_f16(random_floats(rng, n * d, -2.0f, 2.0f).data(), v.data(), n * d);
+        const auto q = random_floats(rng, g * d, -2.0f, 2.0f);
+        const auto w = random_floats(rng, g * ld_w, -1.0f, 1.0f);
+        const auto out0 = random_floats(rng, g * d, -1.0f, 1.0f);
+        std::vector<float> wide(n * d), buf(n * d + 1), o(out0), o_sc(out0), want(out0),
+            want_sc(out0), s(g * ld_w), s_sc(g * ld_w), s_want(g * ld_w), s_want_sc(g * ld_w);
+        scalar::f16_to_f32(v.data(), wide.data(), n * d);
+        dot_rows_f16(q.data(), g, v.data(), n, d, 0.125f, s.data(), ld_w, buf.data());
+        scalar::dot_rows_f16(q.data(), g, v.data(), n, d, 0.125f, s_sc.data(), ld_w, buf.data());
+        dot_rows_f32(q.data(), g, wide.data(), n, d, 0.125f, s_want.data(), ld_w);
+        scalar::dot_rows_f32(q.data(), g, wide.data(), n, d, 0.125f, s_want_sc.data(), ld_w);
+        axpy_rows_f16(w.data(), ld_w, g, v.data(), n, d, o.data(), buf.data());
+        scalar::axpy_rows_f16(w.data(), ld_w, g, v.data(), n, d, o_sc.data(), buf.data());
+        axpy_rows_f32(w.data(), ld_w, g, wide.data(), n, d, want.data());
+        scalar::axpy_rows_f32(w.data(), ld_w, g, wide.data(), n, d, want_sc.data());
+        const auto at = [&](int64_t i) {
+          return ::testing::Message() << "d=" << d << " n=" << n << " g=" << g << " i=" << i;
+        };
+        for (int64_t i = 0; i < g; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            ASSERT_EQ(s[i * ld_w + j], s_want[i * ld_w + j]) << at(i * ld_w + j);
+            ASSERT_EQ(s_sc[i * ld_w + j], s_want_sc[i * ld_w + j]) << at(i * ld_w + j);
+          }
+        for (int64_t i = 0; i < g * d; ++i) {
+          ASSERT_EQ(o[i], want[i]) << at(i);
+          ASSERT_EQ(o_sc[i], want_sc[i]) << at(i);
+        }
+      }
+    }
+  }
+}
+
 TEST(Vector, DotAxpyScaleAdd) {
   std::mt19937 rng(6);
   for (int64_t n : kLens) {
