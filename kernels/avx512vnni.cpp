@@ -110,10 +110,21 @@ void dot_rows_d(const float* q, const T* k, int64_t n, float scale, float* out) 
   for (; j0 < n; ++j0) out[j0] = _mm512_reduce_add_ps(dot_lanes_d<D>(qv, k + j0 * D)) * scale;
 }
 
+// A key row of 64 loaded into four registers and pinned there, for several query rows (x86
+// compilers otherwise fold the load into every fma that uses it).
+struct Key64 {
+  __m512 k0, k1, k2, k3;
+  template <class T>
+  explicit Key64(const T* r)
+      : k0(load_key(r)), k1(load_key(r + 16)), k2(load_key(r + 32)), k3(load_key(r + 48)) {
+    __asm__("" : "+v"(k0), "+v"(k1), "+v"(k2), "+v"(k3));
+  }
+};
+
 // dot_lanes_d<64> of a key row already in registers.
-inline __m512 dot_lanes64(const __m512 (&qv)[4], __m512 k0, __m512 k1, __m512 k2, __m512 k3) {
-  const __m512 s0 = _mm512_fmadd_ps(qv[2], k2, _mm512_fmadd_ps(qv[0], k0, _mm512_setzero_ps()));
-  const __m512 s1 = _mm512_fmadd_ps(qv[3], k3, _mm512_fmadd_ps(qv[1], k1, _mm512_setzero_ps()));
+inline __m512 dot_lanes64(const __m512 (&qv)[4], const Key64& k) {
+  const __m512 s0 = _mm512_fmadd_ps(qv[2], k.k2, _mm512_fmadd_ps(qv[0], k.k0, _mm512_setzero_ps()));
+  const __m512 s1 = _mm512_fmadd_ps(qv[3], k.k3, _mm512_fmadd_ps(qv[1], k.k1, _mm512_setzero_ps()));
   return _mm512_add_ps(s0, s1);
 }
 
@@ -136,12 +147,9 @@ void dot_rows_pair64(const float* q, const T* k, int64_t n, float scale, float* 
       __m512 xa[4], xb[4];
 #pragma GCC unroll 4
       for (int u = 0; u < 4; ++u) {
-        const T* kr = kb + slot_key(4 * h + u) * 64;
-        __m512 k0 = load_key(kr), k1 = load_key(kr + 16);
-        __m512 k2 = load_key(kr + 32), k3 = load_key(kr + 48);
-        __asm__("" : "+v"(k0), "+v"(k1), "+v"(k2), "+v"(k3));
-        xa[u] = dot_lanes64(qa, k0, k1, k2, k3);
-        xb[u] = dot_lanes64(qb, k0, k1, k2, k3);
+        const Key64 kr(kb + slot_key(4 * h + u) * 64);
+        xa[u] = dot_lanes64(qa, kr);
+        xb[u] = dot_lanes64(qb, kr);
       }
       ba[h] = fold_quarters(fold_halves(xa[0], xa[1]), fold_halves(xa[2], xa[3]));
       bb[h] = fold_quarters(fold_halves(xb[0], xb[1]), fold_halves(xb[2], xb[3]));
@@ -158,12 +166,12 @@ void dot_rows_pair64(const float* q, const T* k, int64_t n, float scale, float* 
 // dot_rows_d<64> for four query rows at once: each key row is loaded once for all four (the
 // queries come from L1), the sums folded four keys at a time; each row's sums as
 // dot_rows_d<64> gives them, bit for bit.
-inline __m512 dot_lanes64_mem(const float* q, __m512 k0, __m512 k1, __m512 k2, __m512 k3) {
-  const __m512 s0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 32), k2,
-                                    _mm512_fmadd_ps(_mm512_loadu_ps(q), k0, _mm512_setzero_ps()));
+inline __m512 dot_lanes64_mem(const float* q, const Key64& k) {
+  const __m512 s0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + 32), k.k2,
+                                    _mm512_fmadd_ps(_mm512_loadu_ps(q), k.k0, _mm512_setzero_ps()));
   const __m512 s1 =
-      _mm512_fmadd_ps(_mm512_loadu_ps(q + 48), k3,
-                      _mm512_fmadd_ps(_mm512_loadu_ps(q + 16), k1, _mm512_setzero_ps()));
+      _mm512_fmadd_ps(_mm512_loadu_ps(q + 48), k.k3,
+                      _mm512_fmadd_ps(_mm512_loadu_ps(q + 16), k.k1, _mm512_setzero_ps()));
   return _mm512_add_ps(s0, s1);
 }
 
@@ -180,12 +188,9 @@ void dot_rows_quad64(const float* q, const T* k, int64_t n, float scale, float* 
       __m512 x[4][4];
 #pragma GCC unroll 4
       for (int u = 0; u < 4; ++u) {
-        const T* kr = kb + slot_key(4 * h + u) * 64;
-        __m512 k0 = load_key(kr), k1 = load_key(kr + 16);
-        __m512 k2 = load_key(kr + 32), k3 = load_key(kr + 48);
-        __asm__("" : "+v"(k0), "+v"(k1), "+v"(k2), "+v"(k3));
+        const Key64 kr(kb + slot_key(4 * h + u) * 64);
 #pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) x[i][u] = dot_lanes64_mem(q + 64 * i, k0, k1, k2, k3);
+        for (int i = 0; i < 4; ++i) x[i][u] = dot_lanes64_mem(q + 64 * i, kr);
       }
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i)
