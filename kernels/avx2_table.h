@@ -223,7 +223,7 @@ struct Avx2 : tiled::SmallRegisterTiles<4>, tiled::StreamPrefetch<8> {
   static constexpr int kTile = avx2::kTile;
   static __m256 to_f32(__m256i x) { return _mm256_cvtepi32_ps(x); }
   static __m256 load_f16(const uint8_t* p) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return Ymm::load_half(reinterpret_cast<const uint16_t*>(p));
   }
   template <bool kQ4, int R, int T>
   static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,

@@ -217,9 +217,7 @@ struct Zmm {
   static F zero() { return _mm512_setzero_ps(); }
   static F set1(float x) { return _mm512_set1_ps(x); }
   static F load(const float* p) { return _mm512_loadu_ps(p); }
-  static F load_half(const uint16_t* p) {  // exact
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
+  static F load_half(const uint16_t* p) { return load_key(p); }
   static void store(float* p, F x) { _mm512_storeu_ps(p, x); }
   static F load_n(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(tail_mask(n), p); }
   static F load_n(const float* p, int64_t n, float fill) {
@@ -343,7 +341,7 @@ struct Avx512 : tiled::StreamPrefetch<8> {
   static constexpr bool supports(int R, int T) { return T <= 2 || R <= 2; }
   static __m512 to_f32(__m512i x) { return _mm512_cvtepi32_ps(x); }
   static __m512 load_f16(const uint8_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return load_key(reinterpret_cast<const uint16_t*>(p));
   }
   template <bool kQ4, int R, int T>
   static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
