@@ -210,6 +210,11 @@ struct YmmInt {
   static I madd1(I x) { return _mm256_madd_epi16(x, _mm256_set1_epi16(1)); }
   static I abs8(I x) { return _mm256_abs_epi8(x); }
   static I sign8(I a, I b) { return _mm256_sign_epi8(a, b); }
+  static I top0(I v) { return _mm256_slli_epi32(v, 4); }
+  static I top_next(I v) { return _mm256_srli_epi32(v, 2); }
+  static I six(I nib, I top) {  // nib | (top & 0x30)
+    return _mm256_or_si256(nib, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
+  }
 #if defined(__AVXVNNI__)
   static I dpbusd(I acc, I u, I s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
 #endif
@@ -232,6 +237,16 @@ struct Avx2 : tiled::SmallRegisterTiles<4>, tiled::StreamPrefetch<8> {
       tiled::vnni_block<YmmInt, kQ4, R, T>(wb, a, b, ia);
     } else {
       tiled::maddubs_block<YmmInt, kQ4, R, T>(wb, a, b, ia);
+    }
+  }
+  static constexpr bool kQ6 = true;
+  template <int h, int R, int T>
+  static void block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     __m256i (&ia)[R][T]) {
+    if constexpr (kVnni) {
+      tiled::vnni_block6<YmmInt, h, R, T>(wb, a, b, ia);
+    } else {
+      tiled::maddubs_block6<YmmInt, h, R, T>(wb, a, b, ia);
     }
   }
 };

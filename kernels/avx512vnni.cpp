@@ -329,6 +329,11 @@ struct ZmmInt {
     hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
   }
   static I dpbusd(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
+  static I top0(I v) { return _mm512_slli_epi32(v, 4); }
+  static I top_next(I v) { return _mm512_srli_epi32(v, 2); }
+  static I six(I nib, I top) {  // nib | (top & 0x30)
+    return _mm512_ternarylogic_epi32(nib, top, _mm512_set1_epi8(0x30), 0xf8);
+  }
 };
 
 // The ISA's tile policy for tiled.h's register-tile bodies and driver.
@@ -347,6 +352,12 @@ struct Avx512 : tiled::StreamPrefetch<8> {
   static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                     __m512i (&ia)[R][T]) {
     tiled::vnni_block<ZmmInt, kQ4, R, T>(wb, a, b, ia);
+  }
+  static constexpr bool kQ6 = true;
+  template <int h, int R, int T>
+  static void block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     __m512i (&ia)[R][T]) {
+    tiled::vnni_block6<ZmmInt, h, R, T>(wb, a, b, ia);
   }
 };
 

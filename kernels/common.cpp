@@ -26,6 +26,8 @@ size_t row_bytes(WType t, int64_t cols) {
       return size_t(cols / kQBlock) * sizeof(BlockQ4_0);
     case WType::Q4_M:
       return size_t(cols / kQBlock) * sizeof(BlockQ4_M);
+    case WType::Q6_H:
+      return size_t(cols / kQBlock) * sizeof(BlockQ6_H);
   }
   return 0;
 }

@@ -17,6 +17,10 @@
 //    lane starts at -corr = -c*sum(a).
 // Both take Q4_0's record as 4 vectors whose low nibbles are elements 4k.. and high nibbles
 // 16+4k.. (tiled.h's layout), split by nibbles(v, lo, hi).
+// Q6_H (vnni_block6, maddubs_block6; X also supplies top0, top_next, six): half h of a block,
+// the 4 vectors' low (h = 0) or high (h = 1) nibbles with bits 4-5 taken from the top-bit
+// vector h, q = 0..63 unsigned, the lane starting at -corr (h = 0) or -corr_hi: both 32 * the
+// half's activation sum. maddubs pairs are at most 2*63*127 = 16002, so two sum in int16.
 #pragma once
 #include <cstdint>
 
@@ -75,6 +79,85 @@ inline void q8_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_
       for (int r = 0; r < R; ++r) f(r, t, v[r], ag);
     }
   }
+}
+
+// Q6_H half h: f(r, t, q, ag) for quant vectors k0..k1-1 made 6-bit (vector k's nibbles of half
+// h, bits 4-5 from bits 2k, 2k+1 of the top-bit vector's bytes) with token t's activation group.
+template <class X, int h, int k0, int k1, int R, int T, class F>
+inline void q6_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_t b, F&& f) {
+  using I = typename X::I;
+  constexpr size_t kVec = 4 * X::kTile, kOff = Layout<X::kTile>::kQ6Quants;
+  static_assert(k0 == 0 || k0 == 2);
+  // The top-bit vector h, and it shifted so that vector k's two bits lie at bits 4-5: left by 4
+  // for k = 0, then right by 2 for k = 1; the vector itself for k = 2 (shifting a dword left
+  // drops byte 3's bits 4-7, which k = 2 and 3 need), then right by 2 for k = 3.
+  I tv[R], top[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    tv[r] = X::load(wb[r] + kOff + (4 + h) * kVec);
+    top[r] = k0 == 0 ? X::top0(tv[r]) : tv[r];
+  }
+#pragma GCC unroll 4
+  for (int k = k0; k < k1; ++k) {
+    I q[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      I lo, hi;
+      X::nibbles(X::load(wb[r] + kOff + k * kVec), lo, hi);
+      q[r] = X::six(h ? hi : lo, top[r]);
+      top[r] = k == 1 ? tv[r] : X::top_next(top[r]);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const I ag = X::bcast4(a[t][b].qs + 16 * h + 4 * k);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) f(r, t, q[r], ag);
+    }
+  }
+}
+
+// Q6_H: the lanes start at -corr (half 0) or -corr_hi (half 1).
+template <class X, int h, int R, int T>
+inline void start_q6(const ActBlock* const* a, int64_t b, typename X::I (&ia)[R][T]) {
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    const typename X::I c = X::set1(-(h ? a[t][b].corr_hi : a[t][b].corr));
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) ia[r][t] = c;
+  }
+}
+
+template <class X, int h, int R, int T>
+inline void vnni_block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                        typename X::I (&ia)[R][T]) {
+  using I = typename X::I;
+  start_q6<X, h, R, T>(a, b, ia);
+  q6_groups<X, h, 0, 4, R, T>(
+      wb, a, b, [&](int r, int t, I q, I ag) { ia[r][t] = X::dpbusd(ia[r][t], q, ag); });
+}
+
+// Two vectors' products (pairs <= 16002) sum in int16, then widen: vectors 0-1, then 2-3.
+template <class X, int h, int R, int T>
+inline void maddubs_block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                           typename X::I (&ia)[R][T]) {
+  using I = typename X::I;
+  start_q6<X, h, R, T>(a, b, ia);
+  I s16[R][T];
+  const auto step = [&](int r, int t, I q, I ag) {
+    s16[r][t] = X::add16(s16[r][t], X::maddubs(q, ag));
+  };
+  const auto widen = [&] {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) ia[r][t] = X::add32(ia[r][t], X::madd1(s16[r][t]));
+  };
+  fill<X, R, T>(s16, X::zero());
+  q6_groups<X, h, 0, 2, R, T>(wb, a, b, step);
+  widen();
+  fill<X, R, T>(s16, X::zero());
+  q6_groups<X, h, 2, 4, R, T>(wb, a, b, step);
+  widen();
 }
 
 template <class X, bool kQ4, int R, int T>

@@ -10,13 +10,15 @@
 namespace krafla::kernels {
 
 // Weight storage types. Values are stable (used in the pack cache later).
-// Q4_M is Krafla's own: Q4_0 with a per-block offset, the form GGUF's Q4_1 and Q4_K rows take
-// (their per-32 scale and min) so that they run at 4 bits instead of being widened to Q8_0.
-enum class WType : int { F32 = 0, F16 = 1, Q8_0 = 2, Q4_0 = 3, Q4_M = 4 };
-constexpr int kWTypes = 5;  // the number of WTypes (arrays indexed by one)
-constexpr const char* kWTypeNames[kWTypes] = {"f32", "f16", "q8_0", "q4_0", "q4_m"};
+// Q4_M and Q6_H are Krafla's own, made at load from GGUF files: Q4_M is Q4_0 with a per-block
+// offset, the form GGUF's Q4_1 and Q4_K rows take (their per-32 scale and min) so that they run
+// at 4 bits instead of being widened to Q8_0; Q6_H holds GGUF's Q6_K rows (6 bits, a scale per
+// 16 values) at 7 bits a value, on the ISAs whose matmul takes it (takes(), below).
+enum class WType : int { F32 = 0, F16 = 1, Q8_0 = 2, Q4_0 = 3, Q4_M = 4, Q6_H = 5 };
+constexpr int kWTypes = 6;  // the number of WTypes (arrays indexed by one)
+constexpr const char* kWTypeNames[kWTypes] = {"f32", "f16", "q8_0", "q4_0", "q4_m", "q6_h"};
 
-constexpr int kQBlock = 32;  // elements per Q8_0 / Q4_0 / Q4_M block
+constexpr int kQBlock = 32;  // elements per Q8_0 / Q4_0 / Q4_M / Q6_H block
 
 // ggml-compatible blocks, exactly as stored in the .mlb file.
 struct BlockQ8_0 {
@@ -32,12 +34,27 @@ struct BlockQ4_M {
   uint16_t m;      // f16 offset
   uint8_t qs[16];  // as BlockQ4_0's; value = d*(n-8) + m
 };
-static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_M) == 20);
+// Q6_H: value = d[h] * (q - 32) for element e of half h = e / 16, q = 0..63: its low 4 bits
+// are element e's nibble in qs (as BlockQ4_0's), its top 2 bits are bits 2k, 2k+1 of
+// qh[4h + j] where e = 16h + 4k + j (k, j = 0..3), the order the tiled dots unpack them in.
+struct BlockQ6_H {
+  uint16_t d[2];   // f16 scales of elements 0..15 and 16..31
+  uint8_t qs[16];  // low nibbles
+  uint8_t qh[8];   // top two bits
+};
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_M) == 20 &&
+              sizeof(BlockQ6_H) == 28);
+// The 6-bit value q of element e (0..31) of a Q6_H block.
+constexpr int q6_h_value(const BlockQ6_H& b, int e) {
+  const int h = e / 16, k = (e % 16) / 4, j = e % 4;
+  const int nib = h ? b.qs[e - 16] >> 4 : b.qs[e] & 0x0f;
+  return nib | (((b.qh[4 * h + j] >> (2 * k)) & 3) << 4);
+}
 
 // The 4-bit types: one nibble dot serves both (Q4_M adds m * (d_a * sum of the activations)).
 constexpr bool is_q4(WType t) { return t == WType::Q4_0 || t == WType::Q4_M; }
-// Bytes before a stored quantized block's quants: f16 d, and Q4_M's f16 m.
-constexpr int quants_offset(WType t) { return t == WType::Q4_M ? 4 : 2; }
+// Bytes before a stored quantized block's quants: f16 d, and Q4_M's f16 m (Q6_H: its two d).
+constexpr int quants_offset(WType t) { return t == WType::Q4_M || t == WType::Q6_H ? 4 : 2; }
 
 // Bytes of one stored (unpacked, ggml-layout) row of `cols` elements.
 size_t row_bytes(WType t, int64_t cols);
@@ -48,6 +65,9 @@ size_t row_bytes(WType t, int64_t cols);
   /* nullptr when the running CPU (and OS) supports this build's ISA, else the name of the         \
      first missing feature, e.g. "avx512vnni". Must itself use only baseline instructions. */      \
   const char* missing_cpu_feature();                                                               \
+  /* Whether pack/matmul take weights of type t: every type but Q6_H everywhere, Q6_H where this   \
+     ISA has its dot (the loader makes Q8_0 of Q6_K rows elsewhere). */                            \
+  bool takes(WType t);                                                                             \
                                                                                                    \
   /* ---- weight packing (done once at load) ---- */                                               \
   /* Rows are packed in tiles of row_tile() rows; matmul row ranges start at multiples of it.      \

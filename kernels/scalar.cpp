@@ -15,6 +15,7 @@ namespace krafla::kernels::scalar {
 
 const char* isa_name() { return "scalar"; }
 const char* missing_cpu_feature() { return nullptr; }
+bool takes(WType) { return true; }
 
 int row_tile() { return 1; }
 
@@ -72,6 +73,20 @@ void dequantize_q4(const Block* w, float* dst, int64_t cols) {
   }
 }
 
+// Q6_H: per half h of a block, the int dot of its 16 values q - 32 scaled by d[h] * d_a.
+float dot_q6_h(const BlockQ6_H* w, const BlockQ8_0* a, int64_t cols) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < cols / kQBlock; ++b) {
+    const float da = f16_bits_to_f32(a[b].d);
+    for (int h = 0; h < 2; ++h) {
+      int32_t isum = 0;
+      for (int e = 16 * h; e < 16 * h + 16; ++e) isum += (q6_h_value(w[b], e) - 32) * a[b].qs[e];
+      acc += (f16_bits_to_f32(w[b].d[h]) * da) * float(isum);
+    }
+  }
+  return acc;
+}
+
 // One output element. Quantized types accumulate an exact int32 dot per block and fold it into
 // a float sum block by block, acc += (d_w * d_a) * isum, which every ISA mirrors.
 float dot_row(WType t, const void* w_row, const void* a_row, int64_t cols) {
@@ -105,6 +120,9 @@ float dot_row(WType t, const void* w_row, const void* a_row, int64_t cols) {
     case WType::Q4_M:
       return dot_q4(static_cast<const BlockQ4_M*>(w_row), static_cast<const BlockQ8_0*>(a_row),
                     cols);
+    case WType::Q6_H:
+      return dot_q6_h(static_cast<const BlockQ6_H*>(w_row), static_cast<const BlockQ8_0*>(a_row),
+                      cols);
   }
   return acc;
 }
@@ -143,6 +161,13 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
       return dequantize_q4(static_cast<const BlockQ4_0*>(src), dst, cols);
     case WType::Q4_M:
       return dequantize_q4(static_cast<const BlockQ4_M*>(src), dst, cols);
+    case WType::Q6_H: {
+      const BlockQ6_H* w = static_cast<const BlockQ6_H*>(src);
+      for (int64_t b = 0; b < cols / kQBlock; ++b)
+        for (int e = 0; e < kQBlock; ++e)
+          dst[b * kQBlock + e] = f16_bits_to_f32(w[b].d[e / 16]) * float(q6_h_value(w[b], e) - 32);
+      break;
+    }
   }
 }
 
@@ -296,6 +321,7 @@ namespace krafla::kernels {
 // clang-format off
 const char* isa_name() { return scalar::isa_name(); }
 const char* missing_cpu_feature() { return scalar::missing_cpu_feature(); }
+bool takes(WType t) { return scalar::takes(t); }
 int row_tile() { return scalar::row_tile(); }
 size_t packed_size(WType t, int64_t rows, int64_t cols) { return scalar::packed_size(t, rows, cols); }
 void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1, void* dst) { scalar::pack(t, src, rows, cols, r0, r1, dst); }

@@ -209,6 +209,12 @@ struct Sse : tiled::SmallRegisterTiles<4> {
                     __m128i (&ia)[R][T]) {
     Dot::template block<kQ4, R, T>(wb, a, b, ia);
   }
+  static constexpr bool kQ6 = tiled::kHasQ6<Dot>;
+  template <int h, int R, int T>
+  static void block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     __m128i (&ia)[R][T]) {
+    if constexpr (kQ6) Dot::template block6<h, R, T>(wb, a, b, ia);
+  }
 };
 
 // One block of 32 floats to int8 with d = max|x|/127 and q = round-half-even(x / d), as
@@ -318,6 +324,7 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
     case WType::F16:
       return f16_to_f32(static_cast<const uint16_t*>(src), dst, cols);
     case WType::Q4_M:
+    case WType::Q6_H:
       return scalar::dequantize_row(t, src, dst, cols);
     case WType::Q8_0:
     case WType::Q4_0:

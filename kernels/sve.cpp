@@ -48,6 +48,8 @@ size_t tile_bytes(WType t, int64_t cols) {
     case WType::Q4_0:
     case WType::Q4_M:
       return size_t(cols / kQBlock) * rec_bytes(t);
+    case WType::Q6_H:  // not taken here (takes)
+      return 0;
   }
   return 0;
 }
@@ -220,6 +222,7 @@ struct Zreg {
 
 const char* isa_name() { return "sve"; }
 const char* missing_cpu_feature() { return cpu_missing_for("sve"); }
+bool takes(WType t) { return t != WType::Q6_H; }
 
 int row_tile() { return int(tile_rows()); }
 

@@ -140,8 +140,32 @@ void gguf_to_q4_m(uint32_t type, const uint8_t* src, kernels::BlockQ4_M* dst, in
   }
 }
 
+void gguf_q6_k_to_q6_h(const uint8_t* src, kernels::BlockQ6_H* dst, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i, src += 210) {  // as k6_block reads it
+    const int8_t* sc = reinterpret_cast<const int8_t*>(src + 192);
+    const float d = half(src + 208);
+    for (int k = 0; k < 8; ++k) {  // values 32k.. : half h = k / 4, group g = k % 4
+      const int h = k / 4, g = k % 4;
+      kernels::BlockQ6_H& b = dst[8 * i + k];
+      b.d[0] = to_half(d * float(sc[8 * h + 2 * g]));
+      b.d[1] = to_half(d * float(sc[8 * h + 2 * g + 1]));
+      std::memset(b.qs, 0, sizeof b.qs);
+      std::memset(b.qh, 0, sizeof b.qh);
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t lo = src[64 * h + l + 32 * (g % 2)];
+        const int q = (g < 2 ? lo & 15 : lo >> 4) | (((src[128 + 32 * h + l] >> (2 * g)) & 3) << 4);
+        // element l: nibble in qs[l % 16] (low for l < 16), top bits in qh[4(l/16) + l%4]
+        b.qs[l % 16] |= uint8_t((q & 15) << (l < 16 ? 0 : 4));
+        b.qh[4 * (l / 16) + l % 4] |= uint8_t((q >> 4) << (2 * ((l % 16) / 4)));
+      }
+    }
+  }
+}
+
 kernels::WType gguf_rewrite_type(uint32_t type) {
-  return gguf_has_q4_m(type) ? kernels::WType::Q4_M : kernels::WType::Q8_0;
+  if (gguf_has_q4_m(type)) return kernels::WType::Q4_M;
+  if (type == kQ6_K && kernels::takes(kernels::WType::Q6_H)) return kernels::WType::Q6_H;
+  return kernels::WType::Q8_0;
 }
 
 void gguf_rewrite_rows(uint32_t type, const uint8_t* src, uint64_t in_row, int64_t cols, int64_t n,
@@ -151,6 +175,8 @@ void gguf_rewrite_rows(uint32_t type, const uint8_t* src, uint64_t in_row, int64
   for (int64_t r = 0; r < n; ++r, src += in_row, dst += out_row) {
     if (gguf_has_q4_m(type)) {
       gguf_to_q4_m(type, src, reinterpret_cast<kernels::BlockQ4_M*>(dst), cols);
+    } else if (gguf_rewrite_type(type) == kernels::WType::Q6_H) {
+      gguf_q6_k_to_q6_h(src, reinterpret_cast<kernels::BlockQ6_H*>(dst), cols);
     } else {
       row.resize(size_t(cols));
       gguf_dequantize_row(type, src, row.data(), cols);

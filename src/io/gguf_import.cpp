@@ -34,8 +34,13 @@ constexpr Arch kArchs[] = {
     {"qwen35", "qwen3_5", false},
 };
 
-const char* kSupportedTypes =
-    "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q4_K as Q4_M; Q5_0, Q5_1, Q5_K, Q6_K as Q8_0";
+// The types this build runs, for the error naming one it does not.
+const char* supported_types() {
+  return kernels::takes(kernels::WType::Q6_H)
+             ? "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q4_K as Q4_M; Q6_K as Q6_H; Q5_0, Q5_1, Q5_K "
+               "as Q8_0"
+             : "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q4_K as Q4_M; Q5_0, Q5_1, Q5_K, Q6_K as Q8_0";
+}
 
 [[noreturn]] void fail(const GgufFile& g, const std::string& msg) {
   throw Error(fmt::format("{}: {}", g.path(), msg));
@@ -342,6 +347,8 @@ std::pair<int64_t, int64_t> block_of(DType t) {
       return {32, 18};
     case DType::Q4_M:
       return {32, 20};
+    case DType::Q6_H:
+      return {32, 28};
     case DType::F16:
       return {1, 2};
     default:
@@ -461,7 +468,14 @@ void rewrite_rows(const GgufTensor& t, uint8_t* out) {
 
 DType dtype_of(const GgufFile& g, const GgufTensor& t) {
   if (gguf_can_dequantize(t.type))  // rewritten as it is packed, as gguf_rewrite_type says
-    return gguf_rewrite_type(t.type) == kernels::WType::Q4_M ? DType::Q4_M : DType::Q8_0;
+    switch (gguf_rewrite_type(t.type)) {
+      case kernels::WType::Q4_M:
+        return DType::Q4_M;
+      case kernels::WType::Q6_H:
+        return DType::Q6_H;
+      default:
+        return DType::Q8_0;
+    }
   switch (t.type) {
     case 0:
       return DType::F32;
@@ -476,7 +490,7 @@ DType dtype_of(const GgufFile& g, const GgufTensor& t) {
     default: {
       const GgmlTypeInfo* ti = ggml_type_info(t.type);
       fail(g, fmt::format("tensor '{}' has type {}, which this build does not run (it runs {})",
-                          t.name, ti ? ti->name : "?", kSupportedTypes));
+                          t.name, ti ? ti->name : "?", supported_types()));
     }
   }
 }
@@ -534,7 +548,7 @@ GgufImport import_gguf(const GgufFile& g) {
     const std::string leaf = name.substr(name.rfind('.') + 1);
     const bool vector = t.shape.size() == 1;
     GgufTensor src = t;                  // what the q/k un-permutation reads
-    AlignedBuffer* rewritten = nullptr;  // the rows rewritten as Q4_M or Q8_0
+    AlignedBuffer* rewritten = nullptr;  // the rows rewritten as Q4_M, Q6_H or Q8_0
     if (gguf_can_dequantize(t.type)) {
       if (vector) fail(g, fmt::format("tensor '{}': a quantized vector", t.name));
       const auto [block, bytes] = block_of(v.dtype);

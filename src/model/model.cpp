@@ -28,6 +28,8 @@ WType matrix_type(const TensorView& t, const std::string& path) {
       return WType::Q4_0;
     case DType::Q4_M:
       return WType::Q4_M;
+    case DType::Q6_H:
+      return WType::Q6_H;
     default:
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, which a weight matrix cannot have",
                               path, t.name, dtype_name(t.dtype)));

@@ -131,10 +131,14 @@ def case_gguf_q4(a, model: str) -> None:
     requantized to them (tools/to_gguf.py --quant, numpy's quantizers) against Krafla's F32 run
     of the very values numpy decodes those blocks to (--round-trip): only the activations'
     8-bit quantization and the f16 rounding of each block's scale and offset lie between, so
-    Q8_0's limit holds. q4_k_m adds Q6_K (the embedding, output, attn_v, ffn_down; requantized
-    to Q8_0 for the matmuls, decoded exactly from the file's bytes for the embedding's row
-    lookups, tied or not). The pack cache gives the same bits."""
+    Q8_0's limit holds. q4_k_m adds Q6_K (the embedding, output, attn_v, ffn_down; Q6_H for
+    the matmuls on the builds whose kernels take it, requantized to Q8_0 on the others, decoded
+    exactly from the file's bytes for the embedding's row lookups, tied or not). The pack cache
+    gives the same bits."""
     ids = prompt_ids(a.work, model)
+    with open(os.path.join(a.bin, "CMakeCache.txt")) as f:
+        isa = re.search(r"^KRAFLA_ISA:STRING=(\w+)$", f.read(), re.M).group(1)
+    q6 = "q6_h" if isa in ("scalar", "sse41", "avx2", "avxvnni", "avx512vnni") else "q8_0"
     src = mlb(a.work, model, "f32")
     for q in ("q4_k", "q4_k_m", "q4_1"):
         g, rt = (os.path.join(a.scratch, f"{model}-{q}{s}.gguf") for s in ("", "-rt"))
@@ -151,7 +155,7 @@ def case_gguf_q4(a, model: str) -> None:
         print(f"ok: {model} {q} as Q4_M against its F32 round trip: {r.stdout.strip()}")
         info = json.loads(must([os.path.join(a.bin, "ml_tok"), "info", g, "--json"]).stdout)
         kinds = {t["dtype"] for t in info["tensors"] if len(t["shape"]) == 2}
-        assert kinds == ({"q4_m", "q8_0"} if q == "q4_k_m" else {"q4_m"}), (q, kinds)
+        assert kinds == ({"q4_m", q6, "q8_0"} if q == "q4_k_m" else {"q4_m"}), (q, kinds)
         # ml_tok info names the file's type of each rewritten matrix (none for Q8_0: as it is)
         froms = {t.get("gguf_type") for t in info["tensors"] if len(t["shape"]) == 2}
         want = {"q4_k": {"Q4_K", "Q4_1"}, "q4_k_m": {"Q4_K", "Q4_1", "Q6_K", None}}

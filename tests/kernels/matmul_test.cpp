@@ -15,7 +15,8 @@ using test::random_floats;
 using test::random_weights;
 using test::type_name;
 
-constexpr WType kTypes[] = {WType::F32, WType::F16, WType::Q8_0, WType::Q4_0, WType::Q4_M};
+constexpr WType kTypes[] = {WType::F32, WType::F16, WType::Q8_0, WType::Q4_0,
+                            WType::Q4_M};  // + Q6_H
 constexpr int64_t kRows[] = {1, 2, 3, 5, 7, 15, 17, 31, 33, 64, 100};
 constexpr int64_t kCols[] = {32, 64, 96, 160, 352, 1024, 5632};  // 5632: TinyLlama ffn
 constexpr int64_t kToks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 16};
@@ -156,6 +157,11 @@ TEST(Matmul, F16) { check_type(WType::F16); }
 TEST(Matmul, Q8_0) { check_type(WType::Q8_0); }
 TEST(Matmul, Q4_0) { check_type(WType::Q4_0); }
 TEST(Matmul, Q4_M) { check_type(WType::Q4_M); }
+TEST(Matmul, Q6_H) {
+  if (!takes(WType::Q6_H))
+    GTEST_SKIP() << isa_name() << " does not take Q6_H (the loader makes Q8_0)";
+  check_type(WType::Q6_H);
+}
 
 TEST(Matmul, RowTileAndSizes) {
   EXPECT_GE(row_tile(), 1);
@@ -166,6 +172,9 @@ TEST(Matmul, RowTileAndSizes) {
   EXPECT_EQ(row_bytes(WType::Q8_0, 64), 68u);
   EXPECT_EQ(row_bytes(WType::Q4_0, 64), 36u);
   EXPECT_EQ(row_bytes(WType::Q4_M, 64), 40u);
+  EXPECT_EQ(row_bytes(WType::Q6_H, 64), 56u);
+  for (WType t : kTypes) EXPECT_TRUE(takes(t)) << type_name(t);
+  EXPECT_TRUE(scalar::takes(WType::Q6_H));
   EXPECT_EQ(row_bytes(WType::F16, 64), 128u);
   EXPECT_EQ(row_bytes(WType::F32, 64), 256u);
 }

@@ -21,7 +21,7 @@ inline std::vector<float> random_floats(std::mt19937& rng, int64_t n, float lo, 
 inline std::vector<uint8_t> random_weights(std::mt19937& rng, WType t, int64_t rows, int64_t cols) {
   std::vector<uint8_t> w(row_bytes(t, cols) * rows);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> q8(-128, 127), q4(0, 15);
+  std::uniform_int_distribution<int> q8(-128, 127), q4(0, 15), byte(0, 255);
   const int64_t nb = cols / kQBlock;
   for (int64_t r = 0; r < rows; ++r) {
     uint8_t* row = w.data() + r * row_bytes(t, cols);
@@ -56,6 +56,14 @@ inline std::vector<uint8_t> random_weights(std::mt19937& rng, WType t, int64_t r
           for (auto& q : blk.qs) q = uint8_t(q4(rng) | (q4(rng) << 4));
         }
         break;
+      case WType::Q6_H:  // scales of either sign (Q6_K's are int8 times d)
+        for (int64_t b = 0; b < nb; ++b) {
+          auto& blk = reinterpret_cast<BlockQ6_H*>(row)[b];
+          for (auto& d : blk.d) d = f32_to_f16_bits(0.02f * u(rng));
+          for (auto& q : blk.qs) q = uint8_t(byte(rng));
+          for (auto& q : blk.qh) q = uint8_t(byte(rng));
+        }
+        break;
     }
   }
   return w;
@@ -73,6 +81,8 @@ inline const char* type_name(WType t) {
       return "Q4_0";
     case WType::Q4_M:
       return "Q4_M";
+    case WType::Q6_H:
+      return "Q6_H";
   }
   return "?";
 }

@@ -132,6 +132,43 @@ TEST(GgufDequant, ToQ4M) {
   }
 }
 
+// A Q6_K super-block with scales i * 9 - 70 and quants q(v) = (13v + 5) % 64, d = `d`.
+std::vector<uint8_t> q6_k_block(uint16_t d) {
+  std::vector<uint8_t> b(210, 0);
+  for (int i = 0; i < 16; ++i) b[192 + i] = uint8_t(int8_t(i * 9 - 70));
+  put_half(&b[208], d);
+  for (int h = 0; h < 2; ++h)
+    for (int g = 0; g < 4; ++g)
+      for (int l = 0; l < 32; ++l) {
+        const int q = ((128 * h + 32 * g + l) * 13 + 5) % 64;
+        b[64 * h + l + 32 * (g % 2)] |= uint8_t((q & 15) << (4 * (g / 2)));
+        b[128 + 32 * h + l] |= uint8_t((q >> 4) << (2 * g));
+      }
+  return b;
+}
+
+// Q6_K rows rewritten as Q6_H (what gguf_import runs them as where the ISA takes Q6_H) decode,
+// through the kernels' Q6_H, to Q6_K's values: exactly where each 16 values' d*scale is a half
+// (d = 0.5), within half an f16 step of d*scale per unit of |q - 32| otherwise.
+TEST(GgufDequant, ToQ6H) {
+  for (uint16_t d : {kHalf, uint16_t(0x34CD)}) {  // 0.5, 0.30005
+    const auto b = q6_k_block(d);
+    std::vector<kernels::BlockQ6_H> m(8);
+    gguf_q6_k_to_q6_h(b.data(), m.data(), 256);
+    std::vector<float> got(256);
+    kernels::scalar::dequantize_row(kernels::WType::Q6_H, m.data(), got.data(), 256);
+    const auto want = decode(14, b, 256);
+    float df;
+    kernels::scalar::f16_to_f32(&d, &df, 1);
+    for (int i = 0; i < 256; ++i) {
+      const int h = i / 128, g = (i % 128) / 32, l = i % 32;
+      const float a = df * float(int8_t(b[192 + 8 * h + 2 * g + l / 16]));
+      const float bound = d == kHalf ? 0.0f : std::ldexp(std::fabs(a) * 32, -11) * 1.01f;
+      EXPECT_NEAR(got[size_t(i)], want[size_t(i)], bound) << d << " " << i;
+    }
+  }
+}
+
 TEST(GgufDequant, Q6K) {
   std::vector<uint8_t> b(210, 0);
   int8_t scales[16];
