@@ -29,7 +29,8 @@ std::vector<uint8_t> stored_weights(WType t, int64_t rows, int64_t cols) {
     for (size_t off = 0; off < w.size(); off += blk) {
       const uint16_t d = f32_to_f16_bits(0.01f);
       std::memcpy(&w[off], &d, 2);
-      if (t == WType::Q4_M || t == WType::Q6_H) std::memcpy(&w[off + 2], &d, 2);  // m, d[1]
+      if (t == WType::Q4_M || t == WType::Q6_H || t == WType::Q5_M)
+        std::memcpy(&w[off + 2], &d, 2);  // m, d[1]
     }
   } else if (t == WType::F16) {
     for (size_t i = 0; i < w.size(); i += 2) w[i + 1] &= 0x3b;  // |value| < 1
@@ -234,6 +235,7 @@ BENCHMARK_CAPTURE(bm_matmul, Q4_0, WType::Q4_0)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, Q4_M, WType::Q4_M)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, Q8_0, WType::Q8_0)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, Q6_H, WType::Q6_H)->Apply(shapes);
+BENCHMARK_CAPTURE(bm_matmul, Q5_M, WType::Q5_M)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, F16, WType::F16)
     ->Args({2048, 2048, 1})
     ->Args({2048, 2048, 128})

@@ -210,8 +210,12 @@ struct YmmInt {
   static I madd1(I x) { return _mm256_madd_epi16(x, _mm256_set1_epi16(1)); }
   static I abs8(I x) { return _mm256_abs_epi8(x); }
   static I sign8(I a, I b) { return _mm256_sign_epi8(a, b); }
-  static I top0(I v) { return _mm256_slli_epi32(v, 4); }
-  static I top_next(I v) { return _mm256_srli_epi32(v, 2); }
+  static I shl4(I v) { return _mm256_slli_epi32(v, 4); }
+  static I shr2(I v) { return _mm256_srli_epi32(v, 2); }
+  static I shr1(I v) { return _mm256_srli_epi32(v, 1); }
+  static I five(I nib, I top) {  // nib | (top & 0x10)
+    return _mm256_or_si256(nib, _mm256_and_si256(top, _mm256_set1_epi8(0x10)));
+  }
   static I six(I nib, I top) {  // nib | (top & 0x30)
     return _mm256_or_si256(nib, _mm256_and_si256(top, _mm256_set1_epi8(0x30)));
   }
@@ -239,7 +243,7 @@ struct Avx2 : tiled::SmallRegisterTiles<4>, tiled::StreamPrefetch<8> {
       tiled::maddubs_block<YmmInt, kQ4, R, T>(wb, a, b, ia);
     }
   }
-  static constexpr bool kQ6 = true;
+  static constexpr bool kTopBits = true;
   template <int h, int R, int T>
   static void block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                      __m256i (&ia)[R][T]) {
@@ -247,6 +251,15 @@ struct Avx2 : tiled::SmallRegisterTiles<4>, tiled::StreamPrefetch<8> {
       tiled::vnni_block6<YmmInt, h, R, T>(wb, a, b, ia);
     } else {
       tiled::maddubs_block6<YmmInt, h, R, T>(wb, a, b, ia);
+    }
+  }
+  template <int R, int T>
+  static void block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     __m256i (&ia)[R][T]) {
+    if constexpr (kVnni) {
+      tiled::vnni_block5<YmmInt, R, T>(wb, a, b, ia);
+    } else {
+      tiled::maddubs_block5<YmmInt, R, T>(wb, a, b, ia);
     }
   }
 };

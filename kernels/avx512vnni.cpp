@@ -329,8 +329,12 @@ struct ZmmInt {
     hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
   }
   static I dpbusd(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
-  static I top0(I v) { return _mm512_slli_epi32(v, 4); }
-  static I top_next(I v) { return _mm512_srli_epi32(v, 2); }
+  static I shl4(I v) { return _mm512_slli_epi32(v, 4); }
+  static I shr2(I v) { return _mm512_srli_epi32(v, 2); }
+  static I shr1(I v) { return _mm512_srli_epi32(v, 1); }
+  static I five(I nib, I top) {  // nib | (top & 0x10)
+    return _mm512_ternarylogic_epi32(nib, top, _mm512_set1_epi8(0x10), 0xf8);
+  }
   static I six(I nib, I top) {  // nib | (top & 0x30)
     return _mm512_ternarylogic_epi32(nib, top, _mm512_set1_epi8(0x30), 0xf8);
   }
@@ -353,11 +357,16 @@ struct Avx512 : tiled::StreamPrefetch<8> {
                     __m512i (&ia)[R][T]) {
     tiled::vnni_block<ZmmInt, kQ4, R, T>(wb, a, b, ia);
   }
-  static constexpr bool kQ6 = true;
+  static constexpr bool kTopBits = true;
   template <int h, int R, int T>
   static void block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                      __m512i (&ia)[R][T]) {
     tiled::vnni_block6<ZmmInt, h, R, T>(wb, a, b, ia);
+  }
+  template <int R, int T>
+  static void block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     __m512i (&ia)[R][T]) {
+    tiled::vnni_block5<ZmmInt, R, T>(wb, a, b, ia);
   }
 };
 

@@ -28,6 +28,8 @@ size_t row_bytes(WType t, int64_t cols) {
       return size_t(cols / kQBlock) * sizeof(BlockQ4_M);
     case WType::Q6_H:
       return size_t(cols / kQBlock) * sizeof(BlockQ6_H);
+    case WType::Q5_M:
+      return size_t(cols / kQBlock) * sizeof(BlockQ5_M);
   }
   return 0;
 }

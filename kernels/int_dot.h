@@ -17,10 +17,13 @@
 //    lane starts at -corr = -c*sum(a).
 // Both take Q4_0's record as 4 vectors whose low nibbles are elements 4k.. and high nibbles
 // 16+4k.. (tiled.h's layout), split by nibbles(v, lo, hi).
-// Q6_H (vnni_block6, maddubs_block6; X also supplies top0, top_next, six): half h of a block,
+// Q6_H (vnni_block6, maddubs_block6; X also supplies shl4, shr2, six): half h of a block,
 // the 4 vectors' low (h = 0) or high (h = 1) nibbles with bits 4-5 taken from the top-bit
 // vector h, q = 0..63 unsigned, the lane starting at -corr (h = 0) or -corr_hi: both 32 * the
 // half's activation sum. maddubs pairs are at most 2*63*127 = 16002, so two sum in int16.
+// Q5_M (vnni_block5, maddubs_block5; X also supplies shr1, five): the 4 vectors' nibbles with
+// bit 4 from the top-bit vector, q = 0..31 unsigned, the lane starting at -corr = -16*sum(a);
+// maddubs pairs are at most 2*31*127 = 7874, so a vector's two (low, high) twice sum in int16.
 #pragma once
 #include <cstdint>
 
@@ -86,7 +89,7 @@ inline void q8_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_
 template <class X, int h, int k0, int k1, int R, int T, class F>
 inline void q6_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_t b, F&& f) {
   using I = typename X::I;
-  constexpr size_t kVec = 4 * X::kTile, kOff = Layout<X::kTile>::kQ6Quants;
+  constexpr size_t kVec = 4 * X::kTile, kOff = Layout<X::kTile>::kTopQuants;
   static_assert(k0 == 0 || k0 == 2);
   // The top-bit vector h, and it shifted so that vector k's two bits lie at bits 4-5: left by 4
   // for k = 0, then right by 2 for k = 1; the vector itself for k = 2 (shifting a dword left
@@ -95,7 +98,7 @@ inline void q6_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) {
     tv[r] = X::load(wb[r] + kOff + (4 + h) * kVec);
-    top[r] = k0 == 0 ? X::top0(tv[r]) : tv[r];
+    top[r] = k0 == 0 ? X::shl4(tv[r]) : tv[r];
   }
 #pragma GCC unroll 4
   for (int k = k0; k < k1; ++k) {
@@ -105,7 +108,7 @@ inline void q6_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_
       I lo, hi;
       X::nibbles(X::load(wb[r] + kOff + k * kVec), lo, hi);
       q[r] = X::six(h ? hi : lo, top[r]);
-      top[r] = k == 1 ? tv[r] : X::top_next(top[r]);
+      top[r] = k == 1 ? tv[r] : X::shr2(top[r]);
     }
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
@@ -116,9 +119,9 @@ inline void q6_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_
   }
 }
 
-// Q6_H: the lanes start at -corr (half 0) or -corr_hi (half 1).
+// Q6_H, Q5_M: the lanes start at -corr (Q6_H half 0, Q5_M) or -corr_hi (Q6_H half 1).
 template <class X, int h, int R, int T>
-inline void start_q6(const ActBlock* const* a, int64_t b, typename X::I (&ia)[R][T]) {
+inline void start_lanes(const ActBlock* const* a, int64_t b, typename X::I (&ia)[R][T]) {
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
     const typename X::I c = X::set1(-(h ? a[t][b].corr_hi : a[t][b].corr));
@@ -131,7 +134,7 @@ template <class X, int h, int R, int T>
 inline void vnni_block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                         typename X::I (&ia)[R][T]) {
   using I = typename X::I;
-  start_q6<X, h, R, T>(a, b, ia);
+  start_lanes<X, h, R, T>(a, b, ia);
   q6_groups<X, h, 0, 4, R, T>(
       wb, a, b, [&](int r, int t, I q, I ag) { ia[r][t] = X::dpbusd(ia[r][t], q, ag); });
 }
@@ -141,7 +144,7 @@ template <class X, int h, int R, int T>
 inline void maddubs_block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                            typename X::I (&ia)[R][T]) {
   using I = typename X::I;
-  start_q6<X, h, R, T>(a, b, ia);
+  start_lanes<X, h, R, T>(a, b, ia);
   I s16[R][T];
   const auto step = [&](int r, int t, I q, I ag) {
     s16[r][t] = X::add16(s16[r][t], X::maddubs(q, ag));
@@ -157,6 +160,79 @@ inline void maddubs_block6(const uint8_t* const* wb, const ActBlock* const* a, i
   widen();
   fill<X, R, T>(s16, X::zero());
   q6_groups<X, h, 2, 4, R, T>(wb, a, b, step);
+  widen();
+}
+
+// Q5_M: f(r, t, lo, hi, alo, ahi) for quant vectors k0..k1-1 made 5-bit (vector k's low nibbles
+// with bit k of the top-bit vector's bytes, its high nibbles with bit 4 + k) with token t's
+// activation groups.
+template <class X, int k0, int k1, int R, int T, class F>
+inline void q5_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_t b, F&& f) {
+  using I = typename X::I;
+  constexpr size_t kVec = 4 * X::kTile, kOff = Layout<X::kTile>::kTopQuants;
+  // The top-bit vector shifted so that vector k's bits lie at bit 4: left by 4 - k for the low
+  // nibbles (their bits 0-3 stay inside the dword), right by k for the high ones.
+  I tlo[R], thi[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    thi[r] = X::load(wb[r] + kOff + 4 * kVec);
+    tlo[r] = X::shl4(thi[r]);
+    for (int k = 0; k < k0; ++k) {
+      tlo[r] = X::shr1(tlo[r]);
+      thi[r] = X::shr1(thi[r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = k0; k < k1; ++k) {
+    I lo[R], hi[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      X::nibbles(X::load(wb[r] + kOff + k * kVec), lo[r], hi[r]);
+      lo[r] = X::five(lo[r], tlo[r]);
+      hi[r] = X::five(hi[r], thi[r]);
+      tlo[r] = X::shr1(tlo[r]);
+      thi[r] = X::shr1(thi[r]);
+    }
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      const I alo = X::bcast4(a[t][b].qs + 4 * k), ahi = X::bcast4(a[t][b].qs + 16 + 4 * k);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) f(r, t, lo[r], hi[r], alo, ahi);
+    }
+  }
+}
+
+template <class X, int R, int T>
+inline void vnni_block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                        typename X::I (&ia)[R][T]) {
+  using I = typename X::I;
+  start_lanes<X, 0, R, T>(a, b, ia);  // -corr
+  q5_groups<X, 0, 4, R, T>(wb, a, b, [&](int r, int t, I lo, I hi, I alo, I ahi) {
+    ia[r][t] = X::dpbusd(X::dpbusd(ia[r][t], lo, alo), hi, ahi);
+  });
+}
+
+// Two vectors' four products (pairs <= 7874) sum in int16, then widen: vectors 0-1, then 2-3.
+template <class X, int R, int T>
+inline void maddubs_block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                           typename X::I (&ia)[R][T]) {
+  using I = typename X::I;
+  start_lanes<X, 0, R, T>(a, b, ia);  // -corr
+  I s16[R][T];
+  const auto step = [&](int r, int t, I lo, I hi, I alo, I ahi) {
+    s16[r][t] = X::add16(s16[r][t], X::add16(X::maddubs(lo, alo), X::maddubs(hi, ahi)));
+  };
+  const auto widen = [&] {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) ia[r][t] = X::add32(ia[r][t], X::madd1(s16[r][t]));
+  };
+  fill<X, R, T>(s16, X::zero());
+  q5_groups<X, 0, 2, R, T>(wb, a, b, step);
+  widen();
+  fill<X, R, T>(s16, X::zero());
+  q5_groups<X, 2, 4, R, T>(wb, a, b, step);
   widen();
 }
 

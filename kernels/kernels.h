@@ -10,15 +10,16 @@
 namespace krafla::kernels {
 
 // Weight storage types. Values are stable (used in the pack cache later).
-// Q4_M and Q6_H are Krafla's own, made at load from GGUF files: Q4_M is Q4_0 with a per-block
-// offset, the form GGUF's Q4_1 and Q4_K rows take (their per-32 scale and min) so that they run
-// at 4 bits instead of being widened to Q8_0; Q6_H holds GGUF's Q6_K rows (6 bits, a scale per
-// 16 values) at 7 bits a value, on the ISAs whose matmul takes it (takes(), below).
-enum class WType : int { F32 = 0, F16 = 1, Q8_0 = 2, Q4_0 = 3, Q4_M = 4, Q6_H = 5 };
-constexpr int kWTypes = 6;  // the number of WTypes (arrays indexed by one)
-constexpr const char* kWTypeNames[kWTypes] = {"f32", "f16", "q8_0", "q4_0", "q4_m", "q6_h"};
+// Q4_M, Q6_H and Q5_M are Krafla's own, made at load from GGUF files: Q4_M is Q4_0 with a
+// per-block offset, the form GGUF's Q4_1 and Q4_K rows take (their per-32 scale and min) so that
+// they run at 4 bits instead of being widened to Q8_0; Q6_H holds GGUF's Q6_K rows (6 bits, a
+// scale per 16 values) at 7 bits a value and Q5_M the Q5_0, Q5_1 and Q5_K rows (5 bits, a scale
+// and an offset per 32) at 6, on the ISAs whose matmul takes them (takes(), below).
+enum class WType : int { F32 = 0, F16 = 1, Q8_0 = 2, Q4_0 = 3, Q4_M = 4, Q6_H = 5, Q5_M = 6 };
+constexpr int kWTypes = 7;  // the number of WTypes (arrays indexed by one)
+constexpr const char* kWTypeNames[kWTypes] = {"f32", "f16", "q8_0", "q4_0", "q4_m", "q6_h", "q5_m"};
 
-constexpr int kQBlock = 32;  // elements per Q8_0 / Q4_0 / Q4_M / Q6_H block
+constexpr int kQBlock = 32;  // elements per Q8_0 / Q4_0 / Q4_M / Q6_H / Q5_M block
 
 // ggml-compatible blocks, exactly as stored in the .mlb file.
 struct BlockQ8_0 {
@@ -42,8 +43,17 @@ struct BlockQ6_H {
   uint8_t qs[16];  // low nibbles
   uint8_t qh[8];   // top two bits
 };
+// Q5_M: value = d * (q - 16) + m, q = 0..31: its low 4 bits are element e's nibble in qs (as
+// BlockQ4_0's), its top bit is bit k of qh[j] for e = 4k + j and bit 4 + k for e = 16 + 4k + j
+// (k, j = 0..3), the order the tiled dots unpack them in.
+struct BlockQ5_M {
+  uint16_t d;      // f16 scale
+  uint16_t m;      // f16 offset
+  uint8_t qs[16];  // low nibbles
+  uint8_t qh[4];   // top bits
+};
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_M) == 20 &&
-              sizeof(BlockQ6_H) == 28);
+              sizeof(BlockQ6_H) == 28 && sizeof(BlockQ5_M) == 24);
 // The 6-bit value q of element e (0..31) of a Q6_H block.
 constexpr int q6_h_value(const BlockQ6_H& b, int e) {
   const int h = e / 16, k = (e % 16) / 4, j = e % 4;
@@ -53,8 +63,17 @@ constexpr int q6_h_value(const BlockQ6_H& b, int e) {
 
 // The 4-bit types: one nibble dot serves both (Q4_M adds m * (d_a * sum of the activations)).
 constexpr bool is_q4(WType t) { return t == WType::Q4_0 || t == WType::Q4_M; }
-// Bytes before a stored quantized block's quants: f16 d, and Q4_M's f16 m (Q6_H: its two d).
-constexpr int quants_offset(WType t) { return t == WType::Q4_M || t == WType::Q6_H ? 4 : 2; }
+// The 5-bit value q of element e (0..31) of a Q5_M block.
+constexpr int q5_m_value(const BlockQ5_M& b, int e) {
+  const int h = e / 16, k = (e % 16) / 4, j = e % 4;
+  const int nib = h ? b.qs[e - 16] >> 4 : b.qs[e] & 0x0f;
+  return nib | (((b.qh[j] >> (4 * h + k)) & 1) << 4);
+}
+// Bytes before a stored quantized block's quants: f16 d, and Q4_M's / Q5_M's f16 m (Q6_H: its
+// two d).
+constexpr int quants_offset(WType t) {
+  return t == WType::Q4_M || t == WType::Q6_H || t == WType::Q5_M ? 4 : 2;
+}
 
 // Bytes of one stored (unpacked, ggml-layout) row of `cols` elements.
 size_t row_bytes(WType t, int64_t cols);
@@ -65,8 +84,9 @@ size_t row_bytes(WType t, int64_t cols);
   /* nullptr when the running CPU (and OS) supports this build's ISA, else the name of the         \
      first missing feature, e.g. "avx512vnni". Must itself use only baseline instructions. */      \
   const char* missing_cpu_feature();                                                               \
-  /* Whether pack/matmul take weights of type t: every type but Q6_H everywhere, Q6_H where this   \
-     ISA has its dot (the loader makes Q8_0 of Q6_K rows elsewhere). */                            \
+  /* Whether pack/matmul take weights of type t: every type but Q6_H and Q5_M everywhere, those    \
+     where this ISA has their dots (the loader makes Q8_0 of GGUF's Q6_K and Q5 rows elsewhere).   \
+   */                                                                                              \
   bool takes(WType t);                                                                             \
                                                                                                    \
   /* ---- weight packing (done once at load) ---- */                                               \

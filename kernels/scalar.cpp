@@ -87,6 +87,23 @@ float dot_q6_h(const BlockQ6_H* w, const BlockQ8_0* a, int64_t cols) {
   return acc;
 }
 
+// Q5_M: the int dot of the values q - 16 scaled by d * d_a, plus the offset m times the activation
+// block's sum, acc += m * (d_a * sum(a)) (as Q4_M).
+float dot_q5_m(const BlockQ5_M* w, const BlockQ8_0* a, int64_t cols) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < cols / kQBlock; ++b) {
+    int32_t isum = 0, asum = 0;
+    for (int e = 0; e < kQBlock; ++e) {
+      isum += (q5_m_value(w[b], e) - 16) * a[b].qs[e];
+      asum += a[b].qs[e];
+    }
+    const float da = f16_bits_to_f32(a[b].d);
+    acc += (f16_bits_to_f32(w[b].d) * da) * float(isum);
+    acc += f16_bits_to_f32(w[b].m) * (da * float(asum));
+  }
+  return acc;
+}
+
 // One output element. Quantized types accumulate an exact int32 dot per block and fold it into
 // a float sum block by block, acc += (d_w * d_a) * isum, which every ISA mirrors.
 float dot_row(WType t, const void* w_row, const void* a_row, int64_t cols) {
@@ -122,6 +139,9 @@ float dot_row(WType t, const void* w_row, const void* a_row, int64_t cols) {
                     cols);
     case WType::Q6_H:
       return dot_q6_h(static_cast<const BlockQ6_H*>(w_row), static_cast<const BlockQ8_0*>(a_row),
+                      cols);
+    case WType::Q5_M:
+      return dot_q5_m(static_cast<const BlockQ5_M*>(w_row), static_cast<const BlockQ8_0*>(a_row),
                       cols);
   }
   return acc;
@@ -166,6 +186,15 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
       for (int64_t b = 0; b < cols / kQBlock; ++b)
         for (int e = 0; e < kQBlock; ++e)
           dst[b * kQBlock + e] = f16_bits_to_f32(w[b].d[e / 16]) * float(q6_h_value(w[b], e) - 32);
+      break;
+    }
+    case WType::Q5_M: {
+      const BlockQ5_M* w = static_cast<const BlockQ5_M*>(src);
+      for (int64_t b = 0; b < cols / kQBlock; ++b) {
+        const float d = f16_bits_to_f32(w[b].d), m = f16_bits_to_f32(w[b].m);
+        for (int e = 0; e < kQBlock; ++e)
+          dst[b * kQBlock + e] = d * float(q5_m_value(w[b], e) - 16) + m;
+      }
       break;
     }
   }

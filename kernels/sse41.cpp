@@ -31,8 +31,12 @@ struct XmmInt {
   static I madd1(I x) { return _mm_madd_epi16(x, _mm_set1_epi16(1)); }
   static I abs8(I x) { return _mm_abs_epi8(x); }
   static I sign8(I a, I b) { return _mm_sign_epi8(a, b); }
-  static I top0(I v) { return _mm_slli_epi32(v, 4); }
-  static I top_next(I v) { return _mm_srli_epi32(v, 2); }
+  static I shl4(I v) { return _mm_slli_epi32(v, 4); }
+  static I shr2(I v) { return _mm_srli_epi32(v, 2); }
+  static I shr1(I v) { return _mm_srli_epi32(v, 1); }
+  static I five(I nib, I top) {  // nib | (top & 0x10)
+    return _mm_or_si128(nib, _mm_and_si128(top, _mm_set1_epi8(0x10)));
+  }
   static I six(I nib, I top) {  // nib | (top & 0x30)
     return _mm_or_si128(nib, _mm_and_si128(top, _mm_set1_epi8(0x30)));
   }
@@ -47,11 +51,16 @@ struct Sse41Dot {
                     __m128i (&ia)[R][T]) {
     tiled::maddubs_block<XmmInt, kQ4, R, T>(wb, a, b, ia);
   }
-  static constexpr bool kQ6 = true;
+  static constexpr bool kTopBits = true;
   template <int h, int R, int T>
   static void block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                      __m128i (&ia)[R][T]) {
     tiled::maddubs_block6<XmmInt, h, R, T>(wb, a, b, ia);
+  }
+  template <int R, int T>
+  static void block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     __m128i (&ia)[R][T]) {
+    tiled::maddubs_block5<XmmInt, R, T>(wb, a, b, ia);
   }
 };
 

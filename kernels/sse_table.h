@@ -209,11 +209,16 @@ struct Sse : tiled::SmallRegisterTiles<4> {
                     __m128i (&ia)[R][T]) {
     Dot::template block<kQ4, R, T>(wb, a, b, ia);
   }
-  static constexpr bool kQ6 = tiled::kHasQ6<Dot>;
+  static constexpr bool kTopBits = tiled::kHasTopBits<Dot>;
   template <int h, int R, int T>
   static void block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                      __m128i (&ia)[R][T]) {
-    if constexpr (kQ6) Dot::template block6<h, R, T>(wb, a, b, ia);
+    if constexpr (kTopBits) Dot::template block6<h, R, T>(wb, a, b, ia);
+  }
+  template <int R, int T>
+  static void block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     __m128i (&ia)[R][T]) {
+    if constexpr (kTopBits) Dot::template block5<R, T>(wb, a, b, ia);
   }
 };
 
@@ -325,6 +330,7 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
       return f16_to_f32(static_cast<const uint16_t*>(src), dst, cols);
     case WType::Q4_M:
     case WType::Q6_H:
+    case WType::Q5_M:
       return scalar::dequantize_row(t, src, dst, cols);
     case WType::Q8_0:
     case WType::Q4_0:

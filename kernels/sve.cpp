@@ -49,6 +49,7 @@ size_t tile_bytes(WType t, int64_t cols) {
     case WType::Q4_M:
       return size_t(cols / kQBlock) * rec_bytes(t);
     case WType::Q6_H:  // not taken here (takes)
+    case WType::Q5_M:
       return 0;
   }
   return 0;
@@ -222,7 +223,7 @@ struct Zreg {
 
 const char* isa_name() { return "sve"; }
 const char* missing_cpu_feature() { return cpu_missing_for("sve"); }
-bool takes(WType t) { return t != WType::Q6_H; }
+bool takes(WType t) { return t != WType::Q6_H && t != WType::Q5_M; }
 
 int row_tile() { return int(tile_rows()); }
 

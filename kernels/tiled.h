@@ -14,6 +14,9 @@
 //  * Q6_H: kTile f16 scales of each row's elements 0..15, kTile of 16..31, Q4_0's 4 nibble
 //    vectors, then 2 vectors of top bits: dword lane r of vector 4+h = qh[4h..4h+3] of row r
 //    (BlockQ6_H), so vector k's nibble byte j of half h takes bits 2k, 2k+1 of byte j there.
+//  * Q5_M: kTile f16 scales, kTile f16 offsets, Q4_0's 4 nibble vectors, then 1 vector of top
+//    bits, dword lane r = qh[0..3] of row r (BlockQ5_M): vector k's byte j takes bit k of byte
+//    j there for its low nibble, bit 4 + k for its high one.
 //  * Tiles follow one another, so a decode thread streams each tile linearly. Rows past the
 //    end of the last tile are zero (scale 0) and never stored.
 //
@@ -32,6 +35,7 @@ namespace {
 // integer correction the ISA's dot needs (e.g. c*sum(qs) when the weights were made unsigned),
 // for Q4_M weights s = d*sum(qs), which their offsets multiply (set by block_sums), and for
 // Q6_H weights the corrections of the block's two halves, corr and corr_hi (block_sums).
+// Q5_M weights use s as Q4_M's do.
 struct ActBlock {
   int8_t qs[32];
   float d;
@@ -41,15 +45,17 @@ struct ActBlock {
 };
 static_assert(sizeof(ActBlock) == 48);
 
-// Every ISA's quantize_act ends with this: the blocks' s for Q4_M weights (an exact int sum,
-// one rounding), 0 otherwise; for Q6_H weights (unsigned q = w + 32 in every ISA's dot)
-// corr = 32 * the sum of quants 0..15 and corr_hi = 32 * that of 16..31.
+// Every ISA's quantize_act ends with this: the blocks' s for Q4_M and Q5_M weights (an exact int
+// sum, one rounding), 0 otherwise; for Q6_H weights (unsigned q = w + 32 in every ISA's dot)
+// corr = 32 * the sum of quants 0..15 and corr_hi = 32 * that of 16..31; for Q5_M (q = w + 16)
+// corr = 16 * the sum.
 inline void block_sums(WType t, ActBlock* a, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     int32_t sum = 0;
-    if (t == WType::Q4_M)
+    if (t == WType::Q4_M || t == WType::Q5_M)
       for (int8_t q : a[b].qs) sum += q;
     a[b].s = a[b].d * float(sum);
+    if (t == WType::Q5_M) a[b].corr = 16 * sum;
     a[b].corr_hi = 0;
     if (t == WType::Q6_H) {
       int32_t lo = 0, hi = 0;
@@ -72,13 +78,15 @@ struct Layout {
   static constexpr size_t kQ8Rec = 2 * kTile + 32 * kTile;
   static constexpr size_t kQ4MRec = kQ4Rec + 2 * kTile;     // Q4_0's, then kTile f16 offsets
   static constexpr size_t kQ6Rec = 4 * kTile + 24 * kTile;  // 2 scales, nibbles, top bits
+  static constexpr size_t kQ5Rec = 4 * kTile + 20 * kTile;  // scale, offset, nibbles, top bits
   static constexpr size_t kQuants = 2 * kTile;              // quants' offset in a record
-  static constexpr size_t kQ6Quants = 4 * kTile;            // Q6_H's
+  static constexpr size_t kTopQuants = 4 * kTile;           // Q6_H's and Q5_M's
 
   static constexpr size_t rec_bytes(WType t) {
     return t == WType::Q8_0   ? kQ8Rec
            : t == WType::Q4_M ? kQ4MRec
            : t == WType::Q6_H ? kQ6Rec
+           : t == WType::Q5_M ? kQ5Rec
                               : kQ4Rec;
   }
 
@@ -94,6 +102,7 @@ struct Layout {
       case WType::Q4_0:
       case WType::Q4_M:
       case WType::Q6_H:
+      case WType::Q5_M:
         return size_t(cols / kQBlock) * rec_bytes(t);
     }
     return 0;
@@ -108,17 +117,19 @@ struct Layout {
         std::memcpy(tile + (c * kTile + lane) * es, src + c * es, es);
       return;
     }
-    const bool q4 = is_q4(t), q4m = t == WType::Q4_M, q6 = t == WType::Q6_H;
-    const int n_vec = q4 ? 4 : q6 ? 6 : 8, qs = quants_offset(t);  // Q6_H: qs, then qh
+    const bool q4 = is_q4(t), q4m = t == WType::Q4_M, top = t == WType::Q6_H || t == WType::Q5_M;
+    // Q6_H, Q5_M: qs, then qh
+    const int n_vec = q4 ? 4 : t == WType::Q6_H ? 6 : t == WType::Q5_M ? 5 : 8;
+    const int qs = quants_offset(t);
     for (int64_t b = 0; b < cols / kQBlock; ++b) {
       const uint8_t* blk = src + b * row_bytes(t, kQBlock);  // f16 d, [f16 m/d,] the quant bytes
       uint8_t* rec = tile + b * rec_bytes(t);
       std::memcpy(rec + lane * 2, blk, 2);
       if (q4m) std::memcpy(rec + kQ4Rec + lane * 2, blk + 2, 2);
-      if (q6) std::memcpy(rec + 2 * kTile + lane * 2, blk + 2, 2);
+      if (top) std::memcpy(rec + 2 * kTile + lane * 2, blk + 2, 2);  // Q6_H's d[1], Q5_M's m
       for (int g = 0; g < n_vec; ++g) {
-        uint8_t* dst = rec + (q6 ? kQ6Quants : kQuants) + g * 4 * kTile + lane * 4;
-        for (int j = 0; j < 4; ++j) dst[j] = blk[qs + 4 * g + j] ^ (q4 || q6 ? 0 : q8_xor);
+        uint8_t* dst = rec + (top ? kTopQuants : kQuants) + g * 4 * kTile + lane * 4;
+        for (int j = 0; j < 4; ++j) dst[j] = blk[qs + 4 * g + j] ^ (q4 || top ? 0 : q8_xor);
       }
     }
   }
@@ -221,10 +232,28 @@ inline void fold_block(const uint8_t* const* wb, size_t scale_off, const ActBloc
   }
 }
 
-// Whether tile policy P has Q6_H's block dot (P::block6<h, R, T>, the int sums of half h).
+// acc += m_w * s_a: the kTile f16 offsets m_w at wb[r] + off times the activation block's
+// d * sum(qs) (Q4_M, Q5_M).
+template <class P, int R, int T>
+inline void fold_offset(const uint8_t* const* wb, size_t off, const ActBlock* const* a, int64_t b,
+                        Accumulators<P, R, T>& acc) {
+  using V = typename P::V;
+  typename V::F dm[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) dm[r] = P::load_f16(wb[r] + off);
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    const typename V::F sa = V::set1(a[t][b].s);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc.v[r][t] = V::fma(dm[r], sa, acc.v[r][t]);
+  }
+}
+
+// Whether tile policy P has the dots of the types with top bits: Q6_H's P::block6<h, R, T> (the
+// int sums of half h) and Q5_M's P::block5<R, T>.
 template <class P>
-constexpr bool kHasQ6 = requires {
-  requires P::kQ6;
+constexpr bool kHasTopBits = requires {
+  requires P::kTopBits;
 };
 
 // The register-tile bodies, written once over the ISA's tile policy P:
@@ -233,19 +262,19 @@ constexpr bool kHasQ6 = requires {
 //  * P::I and P::block<kQ4, R, T>(wb, a, b, ia): the int8 block dot, where the ISAs differ. It
 //    fills ia[r][t] with the exact int32 sum of record wb[r] (tile r, block b) with token t's
 //    block b, one lane per row, the correction a[t][b].corr already taken off;
-//    Q6_H's P::block6<h, R, T> does the same for half h of the block (where kHasQ6<P>);
+//    Q6_H's P::block6<h, R, T> does the same for half h of the block and Q5_M's
+//    P::block5<R, T> for the block (where kHasTopBits<P>);
 //  * P::to_f32(I), P::load_f16(p) (kTile halves: a record's scales, an F16 tile column);
 //  * P::kPrefetchRecs (0: none) and P::prefetch_q(rec, bytes), which fetches the record at rec
 //    (or its first line): the decode prefetch of the quant streams, that many records ahead;
 //    P::prefetch_f<kF16>(col, c): an F32/F16 column stream's.
 // Per block, acc = fma(float(isum), d_w*d_a, acc) in the row's lane whatever R and T are, which
 // is what makes each output bitwise independent of the register tile; Q4_M (the Q4_0 dot) then
-// adds its offset's share, acc = fma(m_w, s_a, acc); Q6_H folds its two halves in turn.
+// adds its offset's share, acc = fma(m_w, s_a, acc); Q6_H folds its two halves in turn; Q5_M
+// folds as Q4_M.
 template <class P, WType W, int R, int T>
 void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const* a, float* out,
               int64_t ld_out, const int* valid) {
-  using V = typename P::V;
-  using F = typename V::F;
   using L = Layout<P::kTile>;
   constexpr bool kQ4 = is_q4(W);
   constexpr size_t kRec = L::rec_bytes(W);
@@ -269,21 +298,15 @@ void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const
       fold_block<P, R, T>(wb, 0, a, b, ia, acc);
       P::template block6<1, R, T>(wb, a, b, ia);
       fold_block<P, R, T>(wb, 2 * P::kTile, a, b, ia, acc);
+    } else if constexpr (W == WType::Q5_M) {
+      P::template block5<R, T>(wb, a, b, ia);
+      fold_block<P, R, T>(wb, 0, a, b, ia, acc);
+      fold_offset<P, R, T>(wb, 2 * P::kTile, a, b, acc);
     } else {
       P::template block<kQ4, R, T>(wb, a, b, ia);
       fold_block<P, R, T>(wb, 0, a, b, ia, acc);
     }
-    if constexpr (W == WType::Q4_M) {
-      F dm[R];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) dm[r] = P::load_f16(wb[r] + L::kQ4Rec);
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        const F sa = V::set1(a[t][b].s);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) acc.v[r][t] = V::fma(dm[r], sa, acc.v[r][t]);
-      }
-    }
+    if constexpr (W == WType::Q4_M) fold_offset<P, R, T>(wb, L::kQ4Rec, a, b, acc);
   }
   acc.store(out, ld_out, valid);
 }
@@ -315,7 +338,7 @@ void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const*
 
 template <class K, WType W, int R, int T>
 void run_tile(const MmArgs& m) {
-  if constexpr (W == WType::Q8_0 || is_q4(W) || W == WType::Q6_H) {
+  if constexpr (W == WType::Q8_0 || is_q4(W) || W == WType::Q6_H || W == WType::Q5_M) {
     const ActBlock* a[T];
     for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const ActBlock*>(m.act + t * m.act_bytes);
     q_kernel<K, W, R, T>(m.w, m.tbytes, m.cols / kQBlock, a, m.out, m.ld_out, m.valid);
@@ -398,8 +421,12 @@ void matmul(WType t, const void* packed, int64_t cols, int64_t r0, int64_t r1, c
     case WType::Q4_M:
       return matmul_t<K, WType::Q4_M>(packed, cols, r0, r1, act, n_tok, out, ld_out);
     case WType::Q6_H:
-      if constexpr (kHasQ6<K>)
+      if constexpr (kHasTopBits<K>)
         return matmul_t<K, WType::Q6_H>(packed, cols, r0, r1, act, n_tok, out, ld_out);
+      return;
+    case WType::Q5_M:
+      if constexpr (kHasTopBits<K>)
+        return matmul_t<K, WType::Q5_M>(packed, cols, r0, r1, act, n_tok, out, ld_out);
       return;
   }
 }
@@ -417,11 +444,11 @@ void matmul(WType t, const void* packed, int64_t cols, int64_t r0, int64_t r1, c
 
 // The entries that name the ISA (NAME, as cpu_missing_for spells it) and run tiled.h's driver
 // over the TU's tile policy P.
-#define KRAFLA_TILED_ISA_ENTRIES(NAME, P)                                                 \
-  const char* isa_name() { return NAME; }                                                 \
-  const char* missing_cpu_feature() { return cpu_missing_for(NAME); }                     \
-  bool takes(WType t) { return t != WType::Q6_H || tiled::kHasQ6<P>; }                    \
-  void matmul(WType t, const void* packed, int64_t, int64_t cols, int64_t r0, int64_t r1, \
-              const void* act, int64_t n_tok, float* out, int64_t ld_out) {               \
-    tiled::matmul<P>(t, packed, cols, r0, r1, act, n_tok, out, ld_out);                   \
+#define KRAFLA_TILED_ISA_ENTRIES(NAME, P)                                                         \
+  const char* isa_name() { return NAME; }                                                         \
+  const char* missing_cpu_feature() { return cpu_missing_for(NAME); }                             \
+  bool takes(WType t) { return (t != WType::Q6_H && t != WType::Q5_M) || tiled::kHasTopBits<P>; } \
+  void matmul(WType t, const void* packed, int64_t, int64_t cols, int64_t r0, int64_t r1,         \
+              const void* act, int64_t n_tok, float* out, int64_t ld_out) {                       \
+    tiled::matmul<P>(t, packed, cols, r0, r1, act, n_tok, out, ld_out);                           \
   }

@@ -111,7 +111,55 @@ kernels::BlockQ4_M q4_m_block(float d, float min, const uint8_t* q) {
   return b;
 }
 
+// One Q5_M block of value d·q + min (q = 0..31), q[l] its 32 five-bit values.
+kernels::BlockQ5_M q5_m_block(float d, float min, const uint8_t* q) {
+  kernels::BlockQ5_M b{};
+  b.d = to_half(d);
+  b.m = to_half(16.0f * d + min);  // exact in float: d and min are f16 (times a 6-bit int)
+  for (int j = 0; j < 16; ++j) b.qs[j] = uint8_t((q[j] & 15) | ((q[j + 16] & 15) << 4));
+  for (int e = 0; e < 32; ++e)  // e = 16h + 4k + j: bit 4h + k of qh[j]
+    b.qh[e % 4] |= uint8_t((q[e] >> 4) << (4 * (e / 16) + (e % 16) / 4));
+  return b;
+}
+
 }  // namespace
+
+bool gguf_has_q5_m(uint32_t type) {
+  return (type == kQ5_0 || type == kQ5_1 || type == kQ5_K) && kernels::takes(kernels::WType::Q5_M);
+}
+
+void gguf_to_q5_m(uint32_t type, const uint8_t* src, kernels::BlockQ5_M* dst, int64_t n) {
+  uint8_t q[32];
+  if (type == kQ5_0 || type == kQ5_1) {  // [d f16][m f16 (Q5_1)][qh u32][16 bytes]
+    const bool has_min = type == kQ5_1;
+    const size_t bytes = has_min ? 24 : 22;
+    for (int64_t i = 0; i < n / 32; ++i, src += bytes) {
+      const uint8_t* p = src + (has_min ? 4 : 2);
+      uint32_t qh;
+      std::memcpy(&qh, p, 4);
+      for (int j = 0; j < 16; ++j) {
+        q[j] = uint8_t((p[4 + j] & 15) | (((qh >> j) & 1) << 4));
+        q[j + 16] = uint8_t((p[4 + j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+      }
+      const float d = half(src);
+      dst[i] = q5_m_block(d, has_min ? half(src + 2) : -16.0f * d, q);
+    }
+    return;
+  }
+  if (type != kQ5_K) throw Error("internal: gguf_to_q5_m of a type it does not take");
+  for (int64_t i = 0; i < n / 256; ++i, src += 176) {  // as k4_block reads it
+    const float d = half(src), dmin = half(src + 2);
+    const uint8_t* qh = src + 16;
+    for (int k = 0; k < 8; ++k) {
+      int sc, mn;
+      scale_min(k, src + 4, sc, mn);
+      const uint8_t* qs = src + 48 + 32 * (k / 2);
+      for (int l = 0; l < 32; ++l)
+        q[l] = uint8_t(((k % 2) ? qs[l] >> 4 : qs[l] & 15) | (((qh[l] >> k) & 1) << 4));
+      dst[8 * i + k] = q5_m_block(d * float(sc), -dmin * float(mn), q);
+    }
+  }
+}
 
 bool gguf_has_q4_m(uint32_t type) { return type == kQ4_1 || type == kQ4_K; }
 
@@ -165,6 +213,7 @@ void gguf_q6_k_to_q6_h(const uint8_t* src, kernels::BlockQ6_H* dst, int64_t n) {
 kernels::WType gguf_rewrite_type(uint32_t type) {
   if (gguf_has_q4_m(type)) return kernels::WType::Q4_M;
   if (type == kQ6_K && kernels::takes(kernels::WType::Q6_H)) return kernels::WType::Q6_H;
+  if (gguf_has_q5_m(type)) return kernels::WType::Q5_M;
   return kernels::WType::Q8_0;
 }
 
@@ -177,6 +226,8 @@ void gguf_rewrite_rows(uint32_t type, const uint8_t* src, uint64_t in_row, int64
       gguf_to_q4_m(type, src, reinterpret_cast<kernels::BlockQ4_M*>(dst), cols);
     } else if (gguf_rewrite_type(type) == kernels::WType::Q6_H) {
       gguf_q6_k_to_q6_h(src, reinterpret_cast<kernels::BlockQ6_H*>(dst), cols);
+    } else if (gguf_has_q5_m(type)) {
+      gguf_to_q5_m(type, src, reinterpret_cast<kernels::BlockQ5_M*>(dst), cols);
     } else {
       row.resize(size_t(cols));
       gguf_dequantize_row(type, src, row.data(), cols);

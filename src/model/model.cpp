@@ -30,6 +30,8 @@ WType matrix_type(const TensorView& t, const std::string& path) {
       return WType::Q4_M;
     case DType::Q6_H:
       return WType::Q6_H;
+    case DType::Q5_M:
+      return WType::Q5_M;
     default:
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, which a weight matrix cannot have",
                               path, t.name, dtype_name(t.dtype)));

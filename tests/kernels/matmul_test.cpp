@@ -157,6 +157,11 @@ TEST(Matmul, F16) { check_type(WType::F16); }
 TEST(Matmul, Q8_0) { check_type(WType::Q8_0); }
 TEST(Matmul, Q4_0) { check_type(WType::Q4_0); }
 TEST(Matmul, Q4_M) { check_type(WType::Q4_M); }
+TEST(Matmul, Q5_M) {
+  if (!takes(WType::Q5_M))
+    GTEST_SKIP() << isa_name() << " does not take Q5_M (the loader makes Q8_0)";
+  check_type(WType::Q5_M);
+}
 TEST(Matmul, Q6_H) {
   if (!takes(WType::Q6_H))
     GTEST_SKIP() << isa_name() << " does not take Q6_H (the loader makes Q8_0)";
@@ -173,8 +178,10 @@ TEST(Matmul, RowTileAndSizes) {
   EXPECT_EQ(row_bytes(WType::Q4_0, 64), 36u);
   EXPECT_EQ(row_bytes(WType::Q4_M, 64), 40u);
   EXPECT_EQ(row_bytes(WType::Q6_H, 64), 56u);
+  EXPECT_EQ(row_bytes(WType::Q5_M, 64), 48u);
   for (WType t : kTypes) EXPECT_TRUE(takes(t)) << type_name(t);
-  EXPECT_TRUE(scalar::takes(WType::Q6_H));
+  EXPECT_TRUE(scalar::takes(WType::Q6_H) && scalar::takes(WType::Q5_M));
+  EXPECT_EQ(takes(WType::Q6_H), takes(WType::Q5_M));
   EXPECT_EQ(row_bytes(WType::F16, 64), 128u);
   EXPECT_EQ(row_bytes(WType::F32, 64), 256u);
 }

@@ -56,6 +56,16 @@ inline std::vector<uint8_t> random_weights(std::mt19937& rng, WType t, int64_t r
           for (auto& q : blk.qs) q = uint8_t(q4(rng) | (q4(rng) << 4));
         }
         break;
+      case WType::Q5_M:  // as Q4_M's, offsets up to ~16 steps
+        for (int64_t b = 0; b < nb; ++b) {
+          auto& blk = reinterpret_cast<BlockQ5_M*>(row)[b];
+          const float d = 0.001f + 0.01f * std::fabs(u(rng));
+          blk.d = f32_to_f16_bits(d);
+          blk.m = f32_to_f16_bits(16.0f * d * u(rng));
+          for (auto& q : blk.qs) q = uint8_t(byte(rng));
+          for (auto& q : blk.qh) q = uint8_t(byte(rng));
+        }
+        break;
       case WType::Q6_H:  // scales of either sign (Q6_K's are int8 times d)
         for (int64_t b = 0; b < nb; ++b) {
           auto& blk = reinterpret_cast<BlockQ6_H*>(row)[b];
@@ -83,6 +93,8 @@ inline const char* type_name(WType t) {
       return "Q4_M";
     case WType::Q6_H:
       return "Q6_H";
+    case WType::Q5_M:
+      return "Q5_M";
   }
   return "?";
 }

@@ -132,6 +132,43 @@ TEST(GgufDequant, ToQ4M) {
   }
 }
 
+// Q5_0, Q5_1 and Q5_K rows rewritten as Q5_M (where the ISA takes it) decode, through the
+// kernels' Q5_M, to their own formulas' values: exactly, as every scale and offset here is a small
+// multiple of a power of two (the f16 rounding is Q4_M's, bounded in ToQ4M).
+std::vector<float> via_q5_m(uint32_t type, const std::vector<uint8_t>& b, int n) {
+  std::vector<kernels::BlockQ5_M> m(size_t(n / 32));
+  gguf_to_q5_m(type, b.data(), m.data(), n);
+  std::vector<float> y(static_cast<size_t>(n));
+  kernels::scalar::dequantize_row(kernels::WType::Q5_M, m.data(), y.data(), n);
+  return y;
+}
+
+TEST(GgufDequant, ToQ5M) {
+  EXPECT_EQ(gguf_has_q5_m(6) && gguf_has_q5_m(7) && gguf_has_q5_m(13),
+            kernels::takes(kernels::WType::Q5_M));
+  EXPECT_FALSE(gguf_has_q5_m(12) || gguf_has_q5_m(14) || gguf_has_q5_m(3));
+  auto q5 = [](int j) { return (j * 7 + 3) % 32; };
+  uint32_t qh = 0;
+  for (int j = 0; j < 32; ++j) qh |= uint32_t(q5(j) >> 4) << j;
+  for (uint32_t type : {6u, 7u}) {  // Q5_0: d 2; Q5_1: d 0.25, m -1.5
+    const bool has_min = type == 7;
+    std::vector<uint8_t> b(has_min ? 24 : 22, 0);
+    put_half(&b[0], has_min ? kQuarter : kTwo);
+    if (has_min) put_half(&b[2], kMinus1_5);
+    uint8_t* p = &b[has_min ? 4 : 2];
+    std::memcpy(p, &qh, 4);
+    for (int j = 0; j < 16; ++j) p[4 + j] = uint8_t((q5(j) & 15) | ((q5(j + 16) & 15) << 4));
+    EXPECT_EQ(via_q5_m(type, b, 32), decode(type, b, 32)) << type;
+  }
+  const int sc[8] = {1, 63, 17, 40, 33, 5, 62, 48}, mn[8] = {0, 2, 63, 31, 16, 47, 9, 60};
+  std::vector<uint8_t> k(176, 0);  // Q5_K: d 0.5, dmin 0.25
+  put_half(&k[0], kHalf);
+  put_half(&k[2], kQuarter);
+  pack_scales(&k[4], sc, mn);
+  for (int i = 0; i < 160; ++i) k[16 + i] = uint8_t(i * 37 + 11);  // qh and qs
+  EXPECT_EQ(via_q5_m(13, k, 256), decode(13, k, 256));
+}
+
 // A Q6_K super-block with scales i * 9 - 70 and quants q(v) = (13v + 5) % 64, d = `d`.
 std::vector<uint8_t> q6_k_block(uint16_t d) {
   std::vector<uint8_t> b(210, 0);
