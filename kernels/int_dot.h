@@ -139,6 +139,15 @@ inline void vnni_block6(const uint8_t* const* wb, const ActBlock* const* a, int6
       wb, a, b, [&](int r, int t, I q, I ag) { ia[r][t] = X::dpbusd(ia[r][t], q, ag); });
 }
 
+// ia += the int16 pair sums of s16, widened (the maddubs dots' step between vector pairs).
+template <class X, int R, int T>
+inline void widen(const typename X::I (&s16)[R][T], typename X::I (&ia)[R][T]) {
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) ia[r][t] = X::add32(ia[r][t], X::madd1(s16[r][t]));
+}
+
 // Two vectors' products (pairs <= 16002) sum in int16, then widen: vectors 0-1, then 2-3.
 template <class X, int h, int R, int T>
 inline void maddubs_block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
@@ -149,18 +158,12 @@ inline void maddubs_block6(const uint8_t* const* wb, const ActBlock* const* a, i
   const auto step = [&](int r, int t, I q, I ag) {
     s16[r][t] = X::add16(s16[r][t], X::maddubs(q, ag));
   };
-  const auto widen = [&] {
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) ia[r][t] = X::add32(ia[r][t], X::madd1(s16[r][t]));
-  };
   fill<X, R, T>(s16, X::zero());
   q6_groups<X, h, 0, 2, R, T>(wb, a, b, step);
-  widen();
+  widen<X, R, T>(s16, ia);
   fill<X, R, T>(s16, X::zero());
   q6_groups<X, h, 2, 4, R, T>(wb, a, b, step);
-  widen();
+  widen<X, R, T>(s16, ia);
 }
 
 // Q5_M: f(r, t, lo, hi, alo, ahi) for quant vectors k0..k1-1 made 5-bit (vector k's low nibbles
@@ -222,18 +225,12 @@ inline void maddubs_block5(const uint8_t* const* wb, const ActBlock* const* a, i
   const auto step = [&](int r, int t, I lo, I hi, I alo, I ahi) {
     s16[r][t] = X::add16(s16[r][t], X::add16(X::maddubs(lo, alo), X::maddubs(hi, ahi)));
   };
-  const auto widen = [&] {
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) ia[r][t] = X::add32(ia[r][t], X::madd1(s16[r][t]));
-  };
   fill<X, R, T>(s16, X::zero());
   q5_groups<X, 0, 2, R, T>(wb, a, b, step);
-  widen();
+  widen<X, R, T>(s16, ia);
   fill<X, R, T>(s16, X::zero());
   q5_groups<X, 2, 4, R, T>(wb, a, b, step);
-  widen();
+  widen<X, R, T>(s16, ia);
 }
 
 template <class X, bool kQ4, int R, int T>
