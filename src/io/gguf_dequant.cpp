@@ -60,21 +60,21 @@ void scale_min(int j, const uint8_t* s, int& sc, int& mn) {
 // [d f16][dmin f16][scales 12][Q5_K: qh 32][qs 128]. Sub-blocks 2i and 2i + 1 share qs bytes
 // 32i..32i+31 (low and high nibbles); Q5_K's fifth bits: sub-block k uses bit k of qh[l].
 // Value = d·sc·q − dmin·m.
+// The 4- or 5-bit quant l of sub-block k (the layout k4_block describes).
+int k4_quant(bool five, const uint8_t* b, int k, int l) {
+  const uint8_t* q = b + (five ? 48 : 16) + 32 * (k / 2);
+  int v = (k % 2) ? q[l] >> 4 : q[l] & 15;
+  if (five) v |= ((b[16 + l] >> k) & 1) << 4;
+  return v;
+}
+
 void k4_block(bool five, const uint8_t* b, float* y) {
   const float d = half(b), dmin = half(b + 2);
-  const uint8_t* scales = b + 4;
-  const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + (five ? 48 : 16);
   for (int k = 0; k < 8; ++k) {
     int sc, mn;
-    scale_min(k, scales, sc, mn);
+    scale_min(k, b + 4, sc, mn);
     const float a = d * float(sc), c = dmin * float(mn);
-    const uint8_t* q = qs + 32 * (k / 2);
-    for (int l = 0; l < 32; ++l) {
-      int v = (k % 2) ? q[l] >> 4 : q[l] & 15;
-      if (five) v |= ((qh[l] >> k) & 1) << 4;
-      y[32 * k + l] = a * float(v) - c;
-    }
+    for (int l = 0; l < 32; ++l) y[32 * k + l] = a * float(k4_quant(five, b, k, l)) - c;
   }
 }
 
@@ -82,18 +82,20 @@ void k4_block(bool five, const uint8_t* b, float* y) {
 // 32g + l (g = 0..3, l = 0..31) takes its low 4 bits from ql[64h + l + 32·(g % 2)] (low
 // nibble for g < 2, high for g >= 2) and its top 2 bits from qh[32h + l] bits 2g..2g+1; the
 // scale of each 16 values is scales[8h + 2g + l / 16]. Value = d·scale·(q − 32).
+// The 6-bit quant (0..63) of value 128h + 32g + l.
+int k6_quant(const uint8_t* b, int h, int g, int l) {
+  const uint8_t lo = b[64 * h + l + 32 * (g % 2)];
+  return (g < 2 ? lo & 15 : lo >> 4) | (((b[128 + 32 * h + l] >> (2 * g)) & 3) << 4);
+}
+
 void k6_block(const uint8_t* b, float* y) {
-  const uint8_t* ql = b;
-  const uint8_t* qh = b + 128;
   const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
   const float d = half(b + 208);
   for (int h = 0; h < 2; ++h)
     for (int g = 0; g < 4; ++g)
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t lo = ql[64 * h + l + 32 * (g % 2)];
-        const int q = ((g < 2 ? lo & 15 : lo >> 4) | (((qh[32 * h + l] >> (2 * g)) & 3) << 4)) - 32;
-        y[128 * h + 32 * g + l] = d * float(sc[8 * h + 2 * g + l / 16]) * float(q);
-      }
+      for (int l = 0; l < 32; ++l)
+        y[128 * h + 32 * g + l] =
+            d * float(sc[8 * h + 2 * g + l / 16]) * float(k6_quant(b, h, g, l) - 32);
 }
 
 uint16_t to_half(float f) {
@@ -149,13 +151,10 @@ void gguf_to_q5_m(uint32_t type, const uint8_t* src, kernels::BlockQ5_M* dst, in
   if (type != kQ5_K) throw Error("internal: gguf_to_q5_m of a type it does not take");
   for (int64_t i = 0; i < n / 256; ++i, src += 176) {  // as k4_block reads it
     const float d = half(src), dmin = half(src + 2);
-    const uint8_t* qh = src + 16;
     for (int k = 0; k < 8; ++k) {
       int sc, mn;
       scale_min(k, src + 4, sc, mn);
-      const uint8_t* qs = src + 48 + 32 * (k / 2);
-      for (int l = 0; l < 32; ++l)
-        q[l] = uint8_t(((k % 2) ? qs[l] >> 4 : qs[l] & 15) | (((qh[l] >> k) & 1) << 4));
+      for (int l = 0; l < 32; ++l) q[l] = uint8_t(k4_quant(true, src, k, l));
       dst[8 * i + k] = q5_m_block(d * float(sc), -dmin * float(mn), q);
     }
   }
@@ -181,8 +180,7 @@ void gguf_to_q4_m(uint32_t type, const uint8_t* src, kernels::BlockQ4_M* dst, in
     for (int k = 0; k < 8; ++k) {
       int sc, mn;
       scale_min(k, src + 4, sc, mn);
-      const uint8_t* qs = src + 16 + 32 * (k / 2);
-      for (int l = 0; l < 32; ++l) q[l] = (k % 2) ? qs[l] >> 4 : qs[l] & 15;
+      for (int l = 0; l < 32; ++l) q[l] = uint8_t(k4_quant(false, src, k, l));
       dst[8 * i + k] = q4_m_block(d * float(sc), -dmin * float(mn), q);
     }
   }
@@ -200,8 +198,7 @@ void gguf_q6_k_to_q6_h(const uint8_t* src, kernels::BlockQ6_H* dst, int64_t n) {
       std::memset(b.qs, 0, sizeof b.qs);
       std::memset(b.qh, 0, sizeof b.qh);
       for (int l = 0; l < 32; ++l) {
-        const uint8_t lo = src[64 * h + l + 32 * (g % 2)];
-        const int q = (g < 2 ? lo & 15 : lo >> 4) | (((src[128 + 32 * h + l] >> (2 * g)) & 3) << 4);
+        const int q = k6_quant(src, h, g, l);
         // element l: nibble in qs[l % 16] (low for l < 16), top bits in qh[4(l/16) + l%4]
         b.qs[l % 16] |= uint8_t((q & 15) << (l < 16 ? 0 : 4));
         b.qh[4 * (l / 16) + l % 4] |= uint8_t((q >> 4) << (2 * ((l % 16) / 4)));
