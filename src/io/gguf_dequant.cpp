@@ -22,25 +22,28 @@ float half(const uint8_t* p) {
 // 32-value blocks: [d f16][m f16 (Q4_1, Q5_1)][qh u32 (Q5_*)][16 bytes]; byte j holds value j in
 // its low nibble and value j + 16 in its high one; Q5 adds bit j (value j) and bit j + 16
 // (value j + 16) of qh as the fifth bit. Value = d·q + m, or d·(q − 8) / d·(q − 16) without m.
-void small_block(uint32_t type, const uint8_t* b, float* y) {
+// The 32 quants of such a block, q[j] of value j.
+void small_quants(uint32_t type, const uint8_t* b, uint8_t* q) {
   const bool has_min = type == kQ4_1 || type == kQ5_1, five = type != kQ4_1;
-  const float d = half(b), m = has_min ? half(b + 2) : 0.0f;
   const uint8_t* p = b + (has_min ? 4 : 2);
   uint32_t qh = 0;
   if (five) {
     std::memcpy(&qh, p, 4);
     p += 4;
   }
-  const int offset = has_min ? 0 : five ? 16 : 8;
   for (int j = 0; j < 16; ++j) {
-    int lo = p[j] & 15, hi = p[j] >> 4;
-    if (five) {
-      lo |= int((qh >> j) & 1) << 4;
-      hi |= int((qh >> (j + 16)) & 1) << 4;
-    }
-    y[j] = d * float(lo - offset) + m;
-    y[j + 16] = d * float(hi - offset) + m;
+    q[j] = uint8_t((p[j] & 15) | (((qh >> j) & 1) << 4));
+    q[j + 16] = uint8_t((p[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
   }
+}
+
+void small_block(uint32_t type, const uint8_t* b, float* y) {
+  const bool has_min = type == kQ4_1 || type == kQ5_1, five = type != kQ4_1;
+  const float d = half(b), m = has_min ? half(b + 2) : 0.0f;
+  const int offset = has_min ? 0 : five ? 16 : 8;
+  uint8_t q[32];
+  small_quants(type, b, q);
+  for (int j = 0; j < 32; ++j) y[j] = d * float(int(q[j]) - offset) + m;
 }
 
 // Q4_K/Q5_K: 8 sub-blocks of 32 with a 6-bit scale and a 6-bit min each, packed in 12 bytes:
@@ -136,13 +139,7 @@ void gguf_to_q5_m(uint32_t type, const uint8_t* src, kernels::BlockQ5_M* dst, in
     const bool has_min = type == kQ5_1;
     const size_t bytes = has_min ? 24 : 22;
     for (int64_t i = 0; i < n / 32; ++i, src += bytes) {
-      const uint8_t* p = src + (has_min ? 4 : 2);
-      uint32_t qh;
-      std::memcpy(&qh, p, 4);
-      for (int j = 0; j < 16; ++j) {
-        q[j] = uint8_t((p[4 + j] & 15) | (((qh >> j) & 1) << 4));
-        q[j + 16] = uint8_t((p[4 + j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
-      }
+      small_quants(type, src, q);
       const float d = half(src);
       dst[i] = q5_m_block(d, has_min ? half(src + 2) : -16.0f * d, q);
     }
@@ -166,10 +163,7 @@ void gguf_to_q4_m(uint32_t type, const uint8_t* src, kernels::BlockQ4_M* dst, in
   uint8_t q[32];
   if (type == kQ4_1) {  // [d f16][m f16][16 bytes as Q4_M's]
     for (int64_t i = 0; i < n / 32; ++i, src += 20) {
-      for (int j = 0; j < 16; ++j) {
-        q[j] = src[4 + j] & 15;
-        q[j + 16] = src[4 + j] >> 4;
-      }
+      small_quants(type, src, q);
       dst[i] = q4_m_block(half(src), half(src + 2), q);
     }
     return;
