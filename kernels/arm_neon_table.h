@@ -10,6 +10,8 @@
 //      then the same 8 of row 2p+1.
 //    Q4_0 nibbles are stored in signed form, n xor 8 = (n - 8) as 4-bit two's complement, so a
 //    shift (and a mask or arithmetic shift) gives the signed value: no activation block sums.
+//  * Q6_H/Q5_M: tiled.h's records (dword lanes, unsigned nibbles, then the top-bit vectors) in
+//    every arrangement; the dots rebuild q and subtract 32 or 16, so again no block sums.
 //  * Every ISA's block dot ("Dot" below) produces each (row, token)'s exact int32 block sum in
 //    the row's lane; tiled.h's q_kernel then does acc = fma(float(isum), d_w*d_a, acc) per
 //    block, whatever the register tile or token grouping: bitwise batch/range independence.
@@ -20,6 +22,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/common.h"
 #include "kernels/kernels.h"
@@ -113,6 +116,115 @@ inline void unscale_x16(int32x4_t (&isum)[R][T]) {
   }
 }
 
+// ---- the types with top bits (Q6_H, Q5_M): tiled.h's dword-lane records, unsigned nibbles ----
+// The block dots rebuild each value from its nibble and top bits and make it signed (q - 32,
+// q - 16), so, as for Q4_0, no activation block sums (the corr terms block_sums sets for the
+// x86 dots' unsigned form are not used).
+
+// f(integral_constant<int, K>) for K = 0..3: quant vector K, with K a constant (lane indices
+// and shift counts are immediates).
+template <class F>
+inline void each_vector(F&& f) {
+  f(std::integral_constant<int, 0>{});
+  f(std::integral_constant<int, 1>{});
+  f(std::integral_constant<int, 2>{});
+  f(std::integral_constant<int, 3>{});
+}
+
+// Q6_H half H, quant vector K of the record at rec, as signed q - 32 (-32..31): the half's
+// nibbles (low for H = 0, high for H = 1) with bits 2K, 2K+1 of top-bit vector H as bits 4-5.
+template <int H, int K>
+inline int8x16_t q6_quants(const uint8_t* rec) {
+  const uint8x16_t v = vld1q_u8(rec + L::kTopQuants + 4 * kTile * K);
+  const uint8x16_t top = vld1q_u8(rec + L::kTopQuants + 4 * kTile * (4 + H));
+  uint8x16_t t = top;  // K = 2: bits 4-5 already
+  if constexpr (K < 2) t = vshlq_n_u8(top, 4 - 2 * K);
+  if constexpr (K == 3) t = vshrq_n_u8(top, 2);
+  const uint8x16_t nib = H == 0 ? vandq_u8(v, vdupq_n_u8(0x0f)) : vshrq_n_u8(v, 4);
+  const uint8x16_t q = vorrq_u8(nib, vandq_u8(t, vdupq_n_u8(0x30)));
+  return vreinterpretq_s8_u8(vsubq_u8(q, vdupq_n_u8(32)));
+}
+
+// Q5_M quant vector K of the record at rec as signed q - 16 (-16..15): the low nibbles with bit
+// K of the top-bit vector as bit 4 (elements 4K..), the high ones with bit 4 + K (16+4K..).
+template <int K>
+inline void q5_quants(const uint8_t* rec, int8x16_t& lo, int8x16_t& hi) {
+  const uint8x16_t v = vld1q_u8(rec + L::kTopQuants + 4 * kTile * K);
+  const uint8x16_t top = vld1q_u8(rec + L::kTopQuants + 4 * kTile * 4);
+  const uint8x16_t bit4 = vdupq_n_u8(0x10), sixteen = vdupq_n_u8(16);
+  uint8x16_t th = top;
+  if constexpr (K > 0) th = vshrq_n_u8(top, K);
+  const uint8x16_t ql =
+      vorrq_u8(vandq_u8(v, vdupq_n_u8(0x0f)), vandq_u8(vshlq_n_u8(top, 4 - K), bit4));
+  const uint8x16_t qh = vorrq_u8(vshrq_n_u8(v, 4), vandq_u8(th, bit4));
+  lo = vreinterpretq_s8_u8(vsubq_u8(ql, sixteen));
+  hi = vreinterpretq_s8_u8(vsubq_u8(qh, sixteen));
+}
+
+#if defined(__ARM_FEATURE_DOTPROD)
+// The sdot pieces of dotprod's block dot, and its dots of Q6_H (half H) and Q5_M on the dword
+// lanes, which i8mm shares (its row pairs serve only Q8_0/Q4_0/Q4_M): vector K of each tile
+// against activation group K of the half's 16 bytes, one instruction for the tile's 4 rows.
+struct SdotTopBits {
+  static constexpr bool kTopBits = true;
+  template <int H, int R, int T>
+  static void block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     int32x4_t (&isum)[R][T]) {
+    int8x16_t al[T], ah[T];
+    halves(a, b, al, ah);
+    zero(isum);
+    each_vector([&](auto k) {
+      constexpr int K = decltype(k)::value;
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const int8x16_t w = q6_quants<H, K>(wb[r]);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t)
+          isum[r][t] = vdotq_laneq_s32(isum[r][t], w, H ? ah[t] : al[t], K);
+      }
+    });
+  }
+  template <int R, int T>
+  static void block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     int32x4_t (&isum)[R][T]) {
+    int8x16_t al[T], ah[T];
+    halves(a, b, al, ah);
+    zero(isum);
+    each_vector([&](auto k) {
+      constexpr int K = decltype(k)::value;
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        int8x16_t lo, hi;
+        q5_quants<K>(wb[r], lo, hi);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t) {
+          isum[r][t] = vdotq_laneq_s32(isum[r][t], lo, al[t], K);
+          isum[r][t] = vdotq_laneq_s32(isum[r][t], hi, ah[t], K);
+        }
+      }
+    });
+  }
+
+ protected:
+  // Token t's activation quants 0..15 and 16..31 of block b.
+  template <int T>
+  static void halves(const ActBlock* const* a, int64_t b, int8x16_t (&al)[T], int8x16_t (&ah)[T]) {
+#pragma GCC unroll 16
+    for (int t = 0; t < T; ++t) {
+      al[t] = vld1q_s8(a[t][b].qs);
+      ah[t] = vld1q_s8(a[t][b].qs + 16);
+    }
+  }
+  template <int R, int T>
+  static void zero(int32x4_t (&isum)[R][T]) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) isum[r][t] = vdupq_n_s32(0);
+  }
+};
+#endif
+
 // ---- packing ----
 
 // Offset of quant byte j (of nq per block) of tile row `lane` in the record's quant area.
@@ -128,7 +240,8 @@ constexpr size_t quant_pos(int lane, int j, int nq) {
 template <bool kPairs>
 void pack_tiles(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                 void* dst) {
-  if (t == WType::F32 || t == WType::F16) return L::pack(t, src, rows, cols, r0, r1, 0, dst);
+  if (t == WType::F32 || t == WType::F16 || t == WType::Q6_H || t == WType::Q5_M)
+    return L::pack(t, src, rows, cols, r0, r1, 0, dst);
   const bool q4 = is_q4(t), q4m = t == WType::Q4_M;
   const int nq = q4 ? 16 : 32, qs = quants_offset(t);  // quant bytes; their offset in a block
   constexpr int kChunk = kPairs ? 8 : 4;               // consecutive quants kept together
@@ -161,72 +274,45 @@ void pack_tiles(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0
 //  * Q8_0: a product is at most 128*127 = 16256, so two groups share one int16 (vmlal_s8)
 //    before each vpadalq.
 //  * Q4_0: signed nibbles (-8..7) times <= 127 is <= 1016: a block's 8 products fit one int16.
+//  * Q5_M: 8 products of at most 16*127 = 2032 per int16 lane; Q6_H (a half at a time): 4 of
+//    at most 32*127 = 4064. Each fits one int16 for the block.
 // Each vmull covers two rows (8 int16 = rows r, r+1 x 4 quants); pair_sums ends the block.
 struct MullDot {
   static constexpr int kDecodeTiles = 2;
   template <bool kQ4, int R, int T>
   static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                     int32x4_t (&isum)[R][T]) {
+    if constexpr (kQ4) {
+      nibble_block<R, T>(a, b, isum, [&](auto k, int r, int8x16_t& lo, int8x16_t& hi) {
+        const int8x16_t v = vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants) +
+                                     4 * kTile * decltype(k)::value);
+        lo = vshrq_n_s8(vshlq_n_s8(v, 4), 4);  // elements 4k..4k+3
+        hi = vshrq_n_s8(v, 4);                 // elements 16+4k..
+      });
+      return;
+    }
     int32x4_t lo[R][T], hi[R][T];  // rows 0-1 and rows 2-3, two partial sums per row
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) lo[r][t] = hi[r][t] = vdupq_n_s32(0);
-    if constexpr (kQ4) {
-      int16x8_t pl[R][T], ph[R][T];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) pl[r][t] = ph[r][t] = vdupq_n_s16(0);
 #pragma GCC unroll 4
-      for (int k = 0; k < 4; ++k) {
-        int8x16_t wl[R], wh[R];
+    for (int g = 0; g < 8; g += 2) {
+      int8x16_t w0[R], w1[R];
 #pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          const int8x16_t v =
-              vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants + 16 * k));
-          wl[r] = vshrq_n_s8(vshlq_n_s8(v, 4), 4);  // elements 4k..4k+3
-          wh[r] = vshrq_n_s8(v, 4);                 // elements 16+4k..
-        }
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const int8x8_t al = dup4(a[t][b].qs + 4 * k), ah = dup4(a[t][b].qs + 16 + 4 * k);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) {
-            pl[r][t] = vmlal_s8(pl[r][t], vget_low_s8(wl[r]), al);
-            ph[r][t] = vmlal_s8(ph[r][t], vget_high_s8(wl[r]), al);
-            pl[r][t] = vmlal_s8(pl[r][t], vget_low_s8(wh[r]), ah);
-            ph[r][t] = vmlal_s8(ph[r][t], vget_high_s8(wh[r]), ah);
-          }
-        }
+      for (int r = 0; r < R; ++r) {
+        w0[r] = vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants + 16 * g));
+        w1[r] = vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants + 16 * g + 16));
       }
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          lo[r][t] = vpaddlq_s16(pl[r][t]);
-          hi[r][t] = vpaddlq_s16(ph[r][t]);
-        }
-    } else {
-#pragma GCC unroll 4
-      for (int g = 0; g < 8; g += 2) {
-        int8x16_t w0[R], w1[R];
+      for (int t = 0; t < T; ++t) {
+        const int8x8_t a0 = dup4(a[t][b].qs + 4 * g), a1 = dup4(a[t][b].qs + 4 * g + 4);
 #pragma GCC unroll 16
         for (int r = 0; r < R; ++r) {
-          w0[r] = vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants + 16 * g));
-          w1[r] = vld1q_s8(reinterpret_cast<const int8_t*>(wb[r] + L::kQuants + 16 * g + 16));
-        }
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t) {
-          const int8x8_t a0 = dup4(a[t][b].qs + 4 * g), a1 = dup4(a[t][b].qs + 4 * g + 4);
-#pragma GCC unroll 16
-          for (int r = 0; r < R; ++r) {
-            const int16x8_t pl = vmlal_s8(vmull_s8(vget_low_s8(w0[r]), a0), vget_low_s8(w1[r]), a1);
-            const int16x8_t ph =
-                vmlal_s8(vmull_s8(vget_high_s8(w0[r]), a0), vget_high_s8(w1[r]), a1);
-            lo[r][t] = vpadalq_s16(lo[r][t], pl);
-            hi[r][t] = vpadalq_s16(hi[r][t], ph);
-          }
+          const int16x8_t pl = vmlal_s8(vmull_s8(vget_low_s8(w0[r]), a0), vget_low_s8(w1[r]), a1);
+          const int16x8_t ph = vmlal_s8(vmull_s8(vget_high_s8(w0[r]), a0), vget_high_s8(w1[r]), a1);
+          lo[r][t] = vpadalq_s16(lo[r][t], pl);
+          hi[r][t] = vpadalq_s16(hi[r][t], ph);
         }
       }
     }
@@ -234,6 +320,82 @@ struct MullDot {
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
       for (int t = 0; t < T; ++t) isum[r][t] = pair_sums(lo[r][t], hi[r][t]);
+  }
+
+  static constexpr bool kTopBits = true;
+  template <int H, int R, int T>
+  static void block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     int32x4_t (&isum)[R][T]) {
+    int16x8_t pl[R][T], ph[R][T];
+    zero16(pl, ph);
+    each_vector([&](auto k) {
+      constexpr int K = decltype(k)::value;
+      int8x16_t w[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) w[r] = q6_quants<H, K>(wb[r]);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const int8x8_t ag = dup4(a[t][b].qs + 16 * H + 4 * K);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          pl[r][t] = vmlal_s8(pl[r][t], vget_low_s8(w[r]), ag);
+          ph[r][t] = vmlal_s8(ph[r][t], vget_high_s8(w[r]), ag);
+        }
+      }
+    });
+    widen_pairs(pl, ph, isum);
+  }
+  template <int R, int T>
+  static void block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     int32x4_t (&isum)[R][T]) {
+    nibble_block<R, T>(a, b, isum, [&](auto k, int r, int8x16_t& lo, int8x16_t& hi) {
+      q5_quants<decltype(k)::value>(wb[r], lo, hi);
+    });
+  }
+
+ private:
+  // Q4_0, Q5_M: make(k, r, lo, hi) gives tile r's vector k as signed values, its low nibbles'
+  // (elements 4k..) and its high nibbles' (16+4k..), which meet activation groups k and 4 + k.
+  template <int R, int T, class Make>
+  static void nibble_block(const ActBlock* const* a, int64_t b, int32x4_t (&isum)[R][T],
+                           Make&& make) {
+    int16x8_t pl[R][T], ph[R][T];
+    zero16(pl, ph);
+    each_vector([&](auto k) {
+      constexpr int K = decltype(k)::value;
+      int8x16_t lo[R], hi[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) make(k, r, lo[r], hi[r]);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const int8x8_t al = dup4(a[t][b].qs + 4 * K), ah = dup4(a[t][b].qs + 16 + 4 * K);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          pl[r][t] = vmlal_s8(pl[r][t], vget_low_s8(lo[r]), al);
+          ph[r][t] = vmlal_s8(ph[r][t], vget_high_s8(lo[r]), al);
+          pl[r][t] = vmlal_s8(pl[r][t], vget_low_s8(hi[r]), ah);
+          ph[r][t] = vmlal_s8(ph[r][t], vget_high_s8(hi[r]), ah);
+        }
+      }
+    });
+    widen_pairs(pl, ph, isum);
+  }
+  template <int R, int T>
+  static void zero16(int16x8_t (&pl)[R][T], int16x8_t (&ph)[R][T]) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) pl[r][t] = ph[r][t] = vdupq_n_s16(0);
+  }
+  // The int16 sums of rows 0-1 (pl) and rows 2-3 (ph) into each row's int32 sum.
+  template <int R, int T>
+  static void widen_pairs(const int16x8_t (&pl)[R][T], const int16x8_t (&ph)[R][T],
+                          int32x4_t (&isum)[R][T]) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t)
+        isum[r][t] = pair_sums(vpaddlq_s16(pl[r][t]), vpaddlq_s16(ph[r][t]));
   }
 };
 
@@ -293,6 +455,17 @@ struct Tiled : tiled::SmallRegisterTiles<Dot::kDecodeTiles> {
   static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                     int32x4_t (&isum)[R][T]) {
     Dot::template block<kQ4, R, T>(wb, a, b, isum);
+  }
+  static constexpr bool kTopBits = tiled::kHasTopBits<Dot>;
+  template <int h, int R, int T>
+  static void block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     int32x4_t (&isum)[R][T]) {
+    if constexpr (kTopBits) Dot::template block6<h, R, T>(wb, a, b, isum);
+  }
+  template <int R, int T>
+  static void block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     int32x4_t (&isum)[R][T]) {
+    if constexpr (kTopBits) Dot::template block5<R, T>(wb, a, b, isum);
   }
 };
 

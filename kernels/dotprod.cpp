@@ -5,13 +5,14 @@
 //  * Q8_0: groups 0-3 against the first 16 activation bytes, 4-7 against the second.
 //  * Q4_0 (packed signed, n xor 8): v << 4 is 16*(low nibble - 8) and v & 0xf0 is
 //    16*(high nibble - 8), both exact int8; the block sum is 16x and shifts back exactly.
+//  * Q6_H, Q5_M: arm_neon_table.h's SdotTopBits (values rebuilt signed, one sdot per vector).
 #include "kernels/arm_neon_table.h"
 
 namespace krafla::kernels {
 namespace arm {
 namespace {
 
-struct SdotDot {
+struct SdotDot : SdotTopBits {
   static constexpr int kDecodeTiles = 4;
 
   // Quant vector k of each tile (k = 0..3), against activation group k of each half.
@@ -40,15 +41,8 @@ struct SdotDot {
   static void block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                     int32x4_t (&isum)[R][T]) {
     int8x16_t al[T], ah[T];
-#pragma GCC unroll 16
-    for (int t = 0; t < T; ++t) {
-      al[t] = vld1q_s8(a[t][b].qs);
-      ah[t] = vld1q_s8(a[t][b].qs + 16);
-    }
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) isum[r][t] = vdupq_n_s32(0);
+    halves(a, b, al, ah);
+    zero(isum);
     step<kQ4, R, T, 0>(wb, al, ah, isum);
     step<kQ4, R, T, 1>(wb, al, ah, isum);
     step<kQ4, R, T, 2>(wb, al, ah, isum);

@@ -9,13 +9,15 @@
 //  same way, so a token's outputs have the same bits whatever its partner or the batch size.
 //  * Q4_0 (packed signed, n xor 8): v << 4 and v & 0xf0 are 16x the signed low and high
 //    nibbles; the block sum shifts back exactly.
+//  * Q6_H, Q5_M: packed in dword lanes as tiled.h lays them out, and dotprod's sdot dots
+//    (arm_neon_table.h's SdotTopBits).
 #include "kernels/arm_neon_table.h"
 
 namespace krafla::kernels {
 namespace arm {
 namespace {
 
-struct MmlaDot {
+struct MmlaDot : SdotTopBits {
   static constexpr int kDecodeTiles = 2;
 
   template <bool kQ4, int R, int T>

@@ -46,9 +46,9 @@ struct ActBlock {
 static_assert(sizeof(ActBlock) == 48);
 
 // Every ISA's quantize_act ends with this: the blocks' s for Q4_M and Q5_M weights (an exact int
-// sum, one rounding), 0 otherwise; for Q6_H weights (unsigned q = w + 32 in every ISA's dot)
+// sum, one rounding), 0 otherwise; for Q6_H weights (unsigned q = w + 32 in the x86 dots)
 // corr = 32 * the sum of quants 0..15 and corr_hi = 32 * that of 16..31; for Q5_M (q = w + 16)
-// corr = 16 * the sum.
+// corr = 16 * the sum. (The NEON dots make the values signed and ignore corr and corr_hi.)
 inline void block_sums(WType t, ActBlock* a, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     int32_t sum = 0;

@@ -138,7 +138,7 @@ def case_gguf_q4(a, model: str) -> None:
     ids = prompt_ids(a.work, model)
     with open(os.path.join(a.bin, "CMakeCache.txt")) as f:
         isa = re.search(r"^KRAFLA_ISA:STRING=(\w+)$", f.read(), re.M).group(1)
-    q6 = "q6_h" if isa in ("scalar", "sse41", "avx2", "avxvnni", "avx512vnni") else "q8_0"
+    q6 = "q8_0" if isa in ("sse2", "sve") else "q6_h"
     src = mlb(a.work, model, "f32")
     for q in ("q4_k", "q4_k_m", "q4_1"):
         g, rt = (os.path.join(a.scratch, f"{model}-{q}{s}.gguf") for s in ("", "-rt"))
