@@ -239,6 +239,7 @@ void matmuls(bool int8) {
 }
 
 void delta_steps() {
+  g_state = 0x243f6a8885a308d3ull;  // inputs independent of the types the build takes above
   const int64_t shapes[][2] = {{16, 7}, {16, 33}, {64, 64}, {32, 128}, {128, 128}, {8, 100}};
   for (const auto& sh : shapes) {
     const int64_t dk = sh[0], dv = sh[1];
