@@ -9,6 +9,9 @@
 //    with activation group k of the 16 bytes svld1rq replicates into every 128-bit segment, so
 //    each lane ends the block with its row's exact int32 sum: no horizontal reductions.
 //    Q4_0 nibbles are packed signed (n xor 8): v << 4 and v & 0xf0 are 16x the signed nibbles.
+//  * Q6_H/Q5_M: two rows of kTile f16 (Q6_H's scales of values 0-15 and 16-31, Q5_M's scale
+//    and offset), 4 vectors of unsigned nibbles and the top-bit vectors (Q6_H 2, Q5_M 1), as
+//    tiled.h lays them out; the dot rebuilds q - 32 or q - 16 signed, so no activation sums.
 //  * acc = fma(float(isum_b), d_w*d_a, acc) per block in the row's lane: the same bits for any
 //    token grouping, row range and vector length.
 // The packed layout depends on the vector length of the machine that packs; the pack cache
@@ -37,6 +40,9 @@ int64_t n_tiles(int64_t rows) { return (rows + tile_rows() - 1) / tile_rows(); }
 size_t rec_bytes(WType t) { return size_t(tile_rows()) * row_bytes(t, kQBlock); }
 // Where a Q4_M record's offsets start: after a Q4_0 record (scales and nibbles).
 size_t q4m_offsets() { return rec_bytes(WType::Q4_0); }
+// Q6_H and Q5_M records: two rows of kTile f16 (Q6_H's two scales, Q5_M's scale and offset),
+// then the quant vectors: 4 of nibbles, then top bits (Q6_H: 2, Q5_M: 1), as tiled.h's.
+constexpr bool has_top_bits(WType t) { return t == WType::Q6_H || t == WType::Q5_M; }
 
 size_t tile_bytes(WType t, int64_t cols) {
   switch (t) {
@@ -47,10 +53,9 @@ size_t tile_bytes(WType t, int64_t cols) {
     case WType::Q8_0:
     case WType::Q4_0:
     case WType::Q4_M:
-      return size_t(cols / kQBlock) * rec_bytes(t);
-    case WType::Q6_H:  // not taken here (takes)
+    case WType::Q6_H:
     case WType::Q5_M:
-      return 0;
+      return size_t(cols / kQBlock) * rec_bytes(t);
   }
   return 0;
 }
@@ -63,8 +68,9 @@ void pack_row(WType t, const uint8_t* src, int64_t cols, int64_t lane, uint8_t* 
     for (int64_t c = 0; c < cols; ++c) std::memcpy(tile + (c * kt + lane) * es, src + c * es, es);
     return;
   }
-  const bool q4 = is_q4(t), q4m = t == WType::Q4_M;
+  const bool q4 = is_q4(t), q4m = t == WType::Q4_M, top = has_top_bits(t);
   const int qs = quants_offset(t);
+  const int n_vec = q4 ? 4 : t == WType::Q6_H ? 6 : t == WType::Q5_M ? 5 : 8;
   const size_t src_blk = row_bytes(t, kQBlock);
   const uint8_t flip = q4 ? 0x88 : 0x00;
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
@@ -72,8 +78,9 @@ void pack_row(WType t, const uint8_t* src, int64_t cols, int64_t lane, uint8_t* 
     uint8_t* rec = tile + b * rec_bytes(t);
     std::memcpy(rec + lane * 2, blk, 2);
     if (q4m) std::memcpy(rec + q4m_offsets() + lane * 2, blk + 2, 2);
-    for (int g = 0; g < (q4 ? 4 : 8); ++g) {
-      uint8_t* dst = rec + 2 * kt + (g * kt + lane) * 4;
+    if (top) std::memcpy(rec + 2 * kt + lane * 2, blk + 2, 2);  // Q6_H's d[1], Q5_M's m
+    for (int g = 0; g < n_vec; ++g) {
+      uint8_t* dst = rec + (top ? 4 : 2) * kt + (g * kt + lane) * 4;
       for (int j = 0; j < 4; ++j) dst[j] = blk[qs + 4 * g + j] ^ flip;
     }
   }
@@ -99,14 +106,72 @@ inline void dot_step(const int8_t* q, int64_t gstride, svint8_t al, svint8_t ah,
   s1 = svdot_lane_s32(s1, w1, ah, K);
 }
 
+// Q6_H half H, vector K as signed q - 32: the half's nibbles with bits 2K, 2K+1 of top-bit
+// vector H at bits 4-5 (q points at the record's first quant vector).
+template <int H, int K>
+inline svint8_t q6_quants(const uint8_t* q, int64_t gstride) {
+  const svbool_t all = svptrue_b8();
+  const svuint8_t v = svld1_u8(all, q + K * gstride), top = svld1_u8(all, q + (4 + H) * gstride);
+  svuint8_t t = top;  // K = 2: bits 4-5 already
+  if constexpr (K < 2) t = svlsl_n_u8_x(all, top, 4 - 2 * K);
+  if constexpr (K == 3) t = svlsr_n_u8_x(all, top, 2);
+  const svuint8_t nib = H == 0 ? svand_n_u8_x(all, v, 0x0f) : svlsr_n_u8_x(all, v, 4);
+  const svuint8_t w = svorr_u8_x(all, nib, svand_n_u8_x(all, t, 0x30));
+  return svreinterpret_s8_u8(svsub_n_u8_x(all, w, 32));
+}
+
+// Q5_M vector K as signed q - 16: the low nibbles with bit K of the top-bit vector as bit 4,
+// the high ones with bit 4 + K.
+template <int K>
+inline void q5_step(const uint8_t* q, int64_t gstride, svint8_t al, svint8_t ah, svint32_t& s0,
+                    svint32_t& s1) {
+  const svbool_t all = svptrue_b8();
+  const svuint8_t v = svld1_u8(all, q + K * gstride), top = svld1_u8(all, q + 4 * gstride);
+  svuint8_t th = top;
+  if constexpr (K > 0) th = svlsr_n_u8_x(all, top, K);
+  const svuint8_t lo = svorr_u8_x(all, svand_n_u8_x(all, v, 0x0f),
+                                  svand_n_u8_x(all, svlsl_n_u8_x(all, top, 4 - K), 0x10));
+  const svuint8_t hi = svorr_u8_x(all, svlsr_n_u8_x(all, v, 4), svand_n_u8_x(all, th, 0x10));
+  s0 = svdot_lane_s32(s0, svreinterpret_s8_u8(svsub_n_u8_x(all, lo, 16)), al, K);
+  s1 = svdot_lane_s32(s1, svreinterpret_s8_u8(svsub_n_u8_x(all, hi, 16)), ah, K);
+}
+
+// The int32 sum of Q6_H half H of a record with its activation half a_h.
+template <int H>
+inline svint32_t q6_half(const uint8_t* q, int64_t gstride, svint8_t ah) {
+  svint32_t s = svdup_n_s32(0);
+  s = svdot_lane_s32(s, q6_quants<H, 0>(q, gstride), ah, 0);
+  s = svdot_lane_s32(s, q6_quants<H, 1>(q, gstride), ah, 1);
+  s = svdot_lane_s32(s, q6_quants<H, 2>(q, gstride), ah, 2);
+  return svdot_lane_s32(s, q6_quants<H, 3>(q, gstride), ah, 3);
+}
+
 // acc + float(isum) * (d_w * d_a) for one token and one (tile, block) record, then for Q4_M
-// + m_w * s_a.
+// and Q5_M + m_w * s_a (dm: the offsets); Q6_H folds its halves in turn (dm: half 1's scales).
 template <WType W>
 inline svfloat32_t fold_block(svfloat32_t acc, const uint8_t* rec, svfloat32_t dw, svfloat32_t dm,
                               const ActBlock& a) {
   constexpr bool kQ4 = is_q4(W);
   const svbool_t all = svptrue_b8(), pw = svptrue_b32();
   const int64_t kt = tile_rows();
+  if constexpr (has_top_bits(W)) {
+    const uint8_t* q = rec + 4 * kt;
+    const svint8_t al = svld1rq_s8(all, a.qs), ah = svld1rq_s8(all, a.qs + 16);
+    if constexpr (W == WType::Q6_H) {
+      const svint32_t i0 = q6_half<0>(q, 4 * kt, al), i1 = q6_half<1>(q, 4 * kt, ah);
+      acc = svmla_f32_x(pw, acc, svcvt_f32_s32_x(pw, i0), svmul_n_f32_x(pw, dw, a.d));
+      return svmla_f32_x(pw, acc, svcvt_f32_s32_x(pw, i1), svmul_n_f32_x(pw, dm, a.d));
+    } else {
+      svint32_t s0 = svdup_n_s32(0), s1 = svdup_n_s32(0);
+      q5_step<0>(q, 4 * kt, al, ah, s0, s1);
+      q5_step<1>(q, 4 * kt, al, ah, s0, s1);
+      q5_step<2>(q, 4 * kt, al, ah, s0, s1);
+      q5_step<3>(q, 4 * kt, al, ah, s0, s1);
+      const svint32_t isum = svadd_s32_x(pw, s0, s1);
+      acc = svmla_f32_x(pw, acc, svcvt_f32_s32_x(pw, isum), svmul_n_f32_x(pw, dw, a.d));
+      return svmla_n_f32_x(pw, acc, dm, a.s);
+    }
+  }
   const int8_t* q = reinterpret_cast<const int8_t*>(rec + 2 * kt);
   const svint8_t al = svld1rq_s8(all, a.qs), ah = svld1rq_s8(all, a.qs + 16);
   svint32_t s0 = svdup_n_s32(0), s1 = svdup_n_s32(0);
@@ -137,7 +202,9 @@ void q_tile(const uint8_t* tile, int64_t nb, const ActBlock* const* a, int n, fl
     const uint8_t* r = tile + b * rec;
     svprfb(svptrue_b8(), r + 8 * rec, SV_PLDL1KEEP);
     const svfloat32_t dw = scales(r);
-    const svfloat32_t dm = W == WType::Q4_M ? scales(r + q4m_offsets()) : dw;
+    const svfloat32_t dm = W == WType::Q4_M  ? scales(r + q4m_offsets())
+                           : has_top_bits(W) ? scales(r + 2 * tile_rows())
+                                             : dw;
     acc0 = fold_block<W>(acc0, r, dw, dm, a[0][b]);
     if (n > 1) acc1 = fold_block<W>(acc1, r, dw, dm, a[1][b]);
     if (n > 2) acc2 = fold_block<W>(acc2, r, dw, dm, a[2][b]);
@@ -223,7 +290,7 @@ struct Zreg {
 
 const char* isa_name() { return "sve"; }
 const char* missing_cpu_feature() { return cpu_missing_for("sve"); }
-bool takes(WType t) { return t != WType::Q6_H && t != WType::Q5_M; }
+bool takes(WType) { return true; }
 
 int row_tile() { return int(tile_rows()); }
 
@@ -291,6 +358,10 @@ void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0,
           q_tile<WType::Q4_0>(tile, cols / kQBlock, a, n, o, ld_out, store);
         } else if (t == WType::Q4_M) {
           q_tile<WType::Q4_M>(tile, cols / kQBlock, a, n, o, ld_out, store);
+        } else if (t == WType::Q6_H) {
+          q_tile<WType::Q6_H>(tile, cols / kQBlock, a, n, o, ld_out, store);
+        } else if (t == WType::Q5_M) {
+          q_tile<WType::Q5_M>(tile, cols / kQBlock, a, n, o, ld_out, store);
         } else {
           q_tile<WType::Q8_0>(tile, cols / kQBlock, a, n, o, ld_out, store);
         }
