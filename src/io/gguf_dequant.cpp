@@ -9,7 +9,18 @@
 namespace krafla {
 namespace {
 
-enum : uint32_t { kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14 };
+enum : uint32_t {
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kIQ4_NL = 20,
+  kIQ4_XS = 23,
+};
 
 float half(const uint8_t* p) {
   uint16_t h;
@@ -101,6 +112,70 @@ void k6_block(const uint8_t* b, float* y) {
             d * float(sc[8 * h + 2 * g + l / 16]) * float(k6_quant(b, h, g, l) - 32);
 }
 
+// Q2_K: [scales 16][qs 64][d f16][dmin f16]; Q3_K: [hmask 32][qs 64][scales 12][d f16]. Both
+// have two halves of 128 values; in half h, value 32g + l (g = 0..3, l = 0..31) takes 2 bits
+// from qs[32h + l] at bits 2g..2g+1 and the scale of 16 values number 8h + 2g + l / 16.
+// Q2_K: scale byte = 4-bit scale (low nibble) and 4-bit min (high), value = d·sc·q − dmin·mn.
+// Q3_K: 6-bit scales (below), value = d·(sc − 32)·(q − 4) with bit 2 of q from hmask[l] at
+// bit 4h + g.
+int k2_quant(const uint8_t* qs, int h, int g, int l) { return (qs[32 * h + l] >> (2 * g)) & 3; }
+
+void q2_k_block(const uint8_t* b, float* y) {
+  const float d = half(b + 80), dmin = half(b + 82);
+  for (int v = 0; v < 256; ++v) {
+    const int h = v / 128, g = (v % 128) / 32, l = v % 32, sc = b[8 * h + 2 * g + l / 16];
+    y[v] = d * float(sc & 15) * float(k2_quant(b + 16, h, g, l)) - dmin * float(sc >> 4);
+  }
+}
+
+// Q3_K's 16 six-bit scales in 12 bytes: scale s's low 4 bits in the low (s < 8) or high
+// (s >= 8) nibble of byte s % 8, its top 2 bits in byte 8 + s % 4 at bits 2(s / 4)...
+int q3_k_scale(const uint8_t* sc, int s) {
+  const int lo = s < 8 ? sc[s] & 15 : sc[s - 8] >> 4;
+  return lo | (((sc[8 + s % 4] >> (2 * (s / 4))) & 3) << 4);
+}
+// Value v of a Q3_K block: its scale − 32 and its q − 4 (−4..3).
+void q3_k_value(const uint8_t* b, int v, int& scale, int& q) {
+  const int h = v / 128, g = (v % 128) / 32, l = v % 32;
+  scale = q3_k_scale(b + 96, 8 * h + 2 * g + l / 16) - 32;
+  q = k2_quant(b + 32, h, g, l) - ((b[l] >> (4 * h + g)) & 1 ? 0 : 4);
+}
+
+void q3_k_block(const uint8_t* b, float* y) {
+  const float d = half(b + 108);
+  for (int v = 0; v < 256; ++v) {
+    int scale, q;
+    q3_k_value(b, v, scale, q);
+    y[v] = d * float(scale) * float(q);
+  }
+}
+
+// IQ4_NL: [d f16][16 bytes] per 32 values, byte j's low nibble indexes value j's level in the
+// table below, its high nibble value j + 16's; value = d·level. IQ4_XS: [d f16][scales_h u16]
+// [scales_l 4][qs 128] per 256: sub-block k of 32 as IQ4_NL's bytes at qs + 16k, with the
+// 6-bit scale (nibble k % 2 of scales_l[k / 2], top bits 2k..2k+1 of scales_h) − 32 times d.
+constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                   1,    13,   25,  38,  53,  69,  89,  113};
+
+float iq4_xs_scale(const uint8_t* b, int k) {
+  uint16_t hi;
+  std::memcpy(&hi, b + 2, 2);
+  const int ls = ((b[4 + k / 2] >> (4 * (k % 2))) & 15) | (((hi >> (2 * k)) & 3) << 4);
+  return half(b) * float(ls - 32);
+}
+
+// The 32 levels of IQ4_NL-layout bytes qs.
+void iq4_levels(const uint8_t* qs, int8_t* y) {
+  for (int j = 0; j < 16; ++j) {
+    y[j] = kIq4Levels[qs[j] & 15];
+    y[j + 16] = kIq4Levels[qs[j] >> 4];
+  }
+}
+
+// n values of IQ4_NL or IQ4_XS as Q8_0 blocks: the levels are int8 quants, each 32 values'
+// scale an f16 (IQ4_NL's own; IQ4_XS's d·(ls − 32) rounded once).
+void iq4_to_q8_0(uint32_t type, const uint8_t* src, kernels::BlockQ8_0* dst, int64_t n);
+
 uint16_t to_half(float f) {
   uint16_t h;
   kernels::f32_to_f16(&f, &h, 1);
@@ -124,6 +199,32 @@ kernels::BlockQ5_M q5_m_block(float d, float min, const uint8_t* q) {
   for (int j = 0; j < 16; ++j) b.qs[j] = uint8_t((q[j] & 15) | ((q[j + 16] & 15) << 4));
   for (int e = 0; e < 32; ++e)  // e = 16h + 4k + j: bit 4h + k of qh[j]
     b.qh[e % 4] |= uint8_t((q[e] >> 4) << (4 * (e / 16) + (e % 16) / 4));
+  return b;
+}
+
+void iq4_to_q8_0(uint32_t type, const uint8_t* src, kernels::BlockQ8_0* dst, int64_t n) {
+  for (int64_t i = 0; i < n / 32; ++i) {
+    if (type == kIQ4_NL) {
+      std::memcpy(&dst[i].d, src + 18 * i, 2);
+      iq4_levels(src + 18 * i + 2, dst[i].qs);
+    } else {
+      const uint8_t* b = src + 136 * (i / 8);
+      dst[i].d = to_half(iq4_xs_scale(b, int(i % 8)));
+      iq4_levels(b + 8 + 16 * (i % 8), dst[i].qs);
+    }
+  }
+}
+
+// One Q6_H block of value d[l / 16]·(q[l] − 32), q[l] (0..63) its 32 values.
+kernels::BlockQ6_H q6_h_block(float d0, float d1, const int* q) {
+  kernels::BlockQ6_H b{};
+  b.d[0] = to_half(d0);
+  b.d[1] = to_half(d1);
+  for (int l = 0; l < 32; ++l) {
+    // element l: nibble in qs[l % 16] (low for l < 16), top bits in qh[4(l/16) + l%4]
+    b.qs[l % 16] |= uint8_t((q[l] & 15) << (l < 16 ? 0 : 4));
+    b.qh[4 * (l / 16) + l % 4] |= uint8_t((q[l] >> 4) << (2 * ((l % 16) / 4)));
+  }
   return b;
 }
 
@@ -186,24 +287,32 @@ void gguf_q6_k_to_q6_h(const uint8_t* src, kernels::BlockQ6_H* dst, int64_t n) {
     const float d = half(src + 208);
     for (int k = 0; k < 8; ++k) {  // values 32k.. : half h = k / 4, group g = k % 4
       const int h = k / 4, g = k % 4;
-      kernels::BlockQ6_H& b = dst[8 * i + k];
-      b.d[0] = to_half(d * float(sc[8 * h + 2 * g]));
-      b.d[1] = to_half(d * float(sc[8 * h + 2 * g + 1]));
-      std::memset(b.qs, 0, sizeof b.qs);
-      std::memset(b.qh, 0, sizeof b.qh);
+      int q[32];
+      for (int l = 0; l < 32; ++l) q[l] = k6_quant(src, h, g, l);
+      dst[8 * i + k] =
+          q6_h_block(d * float(sc[8 * h + 2 * g]), d * float(sc[8 * h + 2 * g + 1]), q);
+    }
+  }
+}
+
+void gguf_q3_k_to_q6_h(const uint8_t* src, kernels::BlockQ6_H* dst, int64_t n) {
+  for (int64_t i = 0; i < n / 256; ++i, src += 110) {  // as q3_k_block reads it
+    const float d = half(src + 108);
+    for (int k = 0; k < 8; ++k) {
+      int q[32], scale[2];
       for (int l = 0; l < 32; ++l) {
-        const int q = k6_quant(src, h, g, l);
-        // element l: nibble in qs[l % 16] (low for l < 16), top bits in qh[4(l/16) + l%4]
-        b.qs[l % 16] |= uint8_t((q & 15) << (l < 16 ? 0 : 4));
-        b.qh[4 * (l / 16) + l % 4] |= uint8_t((q >> 4) << (2 * ((l % 16) / 4)));
+        q3_k_value(src, 32 * k + l, scale[l / 16], q[l]);
+        q[l] += 32;
       }
+      dst[8 * i + k] = q6_h_block(d * float(scale[0]), d * float(scale[1]), q);
     }
   }
 }
 
 kernels::WType gguf_rewrite_type(uint32_t type) {
   if (gguf_has_q4_m(type)) return kernels::WType::Q4_M;
-  if (type == kQ6_K && kernels::takes(kernels::WType::Q6_H)) return kernels::WType::Q6_H;
+  if ((type == kQ6_K || type == kQ3_K) && kernels::takes(kernels::WType::Q6_H))
+    return kernels::WType::Q6_H;
   if (gguf_has_q5_m(type)) return kernels::WType::Q5_M;
   return kernels::WType::Q8_0;
 }
@@ -216,7 +325,10 @@ void gguf_rewrite_rows(uint32_t type, const uint8_t* src, uint64_t in_row, int64
     if (gguf_has_q4_m(type)) {
       gguf_to_q4_m(type, src, reinterpret_cast<kernels::BlockQ4_M*>(dst), cols);
     } else if (gguf_rewrite_type(type) == kernels::WType::Q6_H) {
-      gguf_q6_k_to_q6_h(src, reinterpret_cast<kernels::BlockQ6_H*>(dst), cols);
+      auto* out = reinterpret_cast<kernels::BlockQ6_H*>(dst);
+      type == kQ6_K ? gguf_q6_k_to_q6_h(src, out, cols) : gguf_q3_k_to_q6_h(src, out, cols);
+    } else if (type == kIQ4_NL || type == kIQ4_XS) {
+      iq4_to_q8_0(type, src, reinterpret_cast<kernels::BlockQ8_0*>(dst), cols);
     } else if (gguf_has_q5_m(type)) {
       gguf_to_q5_m(type, src, reinterpret_cast<kernels::BlockQ5_M*>(dst), cols);
     } else {
@@ -235,6 +347,10 @@ bool gguf_can_dequantize(uint32_t type) {
     case kQ4_K:
     case kQ5_K:
     case kQ6_K:
+    case kQ2_K:
+    case kQ3_K:
+    case kIQ4_NL:
+    case kIQ4_XS:
       return true;
     default:
       return false;
@@ -258,6 +374,22 @@ void gguf_dequantize_row(uint32_t type, const uint8_t* src, float* dst, int64_t 
     }
     case kQ6_K:
       for (int64_t i = 0; i < n / 256; ++i) k6_block(src + i * 210, dst + i * 256);
+      return;
+    case kQ2_K:
+      for (int64_t i = 0; i < n / 256; ++i) q2_k_block(src + i * 84, dst + i * 256);
+      return;
+    case kQ3_K:
+      for (int64_t i = 0; i < n / 256; ++i) q3_k_block(src + i * 110, dst + i * 256);
+      return;
+    case kIQ4_NL:
+    case kIQ4_XS:
+      for (int64_t i = 0; i < n / 32; ++i) {
+        const float d =
+            type == kIQ4_NL ? half(src + 18 * i) : iq4_xs_scale(src + 136 * (i / 8), int(i % 8));
+        int8_t lv[32];
+        iq4_levels(type == kIQ4_NL ? src + 18 * i + 2 : src + 136 * (i / 8) + 8 + 16 * (i % 8), lv);
+        for (int j = 0; j < 32; ++j) dst[32 * i + j] = d * float(lv[j]);
+      }
       return;
     default:
       throw Error("internal: gguf_dequantize_row of an unknown type");

@@ -37,9 +37,10 @@ constexpr Arch kArchs[] = {
 // The types this build runs, for the error naming one it does not.
 const char* supported_types() {
   return kernels::takes(kernels::WType::Q6_H)
-             ? "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q4_K as Q4_M; Q5_0, Q5_1, Q5_K as Q5_M; Q6_K "
-               "as Q6_H"
-             : "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q4_K as Q4_M; Q5_0, Q5_1, Q5_K, Q6_K as Q8_0";
+             ? "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q4_K as Q4_M; Q5_0, Q5_1, Q5_K as Q5_M; Q3_K, "
+               "Q6_K as Q6_H; Q2_K, IQ4_NL, IQ4_XS as Q8_0"
+             : "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q4_K as Q4_M; Q5_0, Q5_1, Q5_K, Q2_K, Q3_K, "
+               "Q6_K, IQ4_NL, IQ4_XS as Q8_0";
 }
 
 [[noreturn]] void fail(const GgufFile& g, const std::string& msg) {

@@ -138,7 +138,7 @@ def case_gguf_q4(a, model: str) -> None:
     ids = prompt_ids(a.work, model)
     with open(os.path.join(a.bin, "CMakeCache.txt")) as f:
         isa = re.search(r"^KRAFLA_ISA:STRING=(\w+)$", f.read(), re.M).group(1)
-    q6 = "q8_0" if isa in ("sse2", "sve") else "q6_h"
+    q6 = "q8_0" if isa == "sse2" else "q6_h"
     src = mlb(a.work, model, "f32")
     for q in ("q4_k", "q4_k_m", "q4_1"):
         g, rt = (os.path.join(a.scratch, f"{model}-{q}{s}.gguf") for s in ("", "-rt"))
@@ -230,7 +230,7 @@ def gguf_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
         "bad-n-dims": (put(w, "<I", 9), "n_dims"),
         "zero-dim": (put(w + 4, "<Q", 0), "bad dimension"),
         "unknown-type": (put(t_type, "<I", 99), "unknown ggml type 99"),
-        "unsupported-type": (put(t_type, "<I", 20), "IQ4_NL"),
+        "unsupported-type": (put(t_type, "<I", 39), "MXFP4"),
         "misaligned-offset": (put(t_type + 4, "<Q", 8), "alignment"),
         "offset-past-end": (put(t_type + 4, "<Q", 1 << 40), "not within"),
         "unknown-arch": (_arch(good), "llamx"),

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -55,7 +56,8 @@ TEST(GgufDequant, SmallBlocks) {
   for (int j = 0; j < 16; ++j) b[8 + j] = uint8_t((q5(j) & 15) | ((q5(j + 16) & 15) << 4));
   y = decode(7, b, 32);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(y[j], 0.25f * q5(j) + 1.0f) << j;
-  EXPECT_FALSE(gguf_can_dequantize(20));  // IQ4_NL
+  EXPECT_FALSE(gguf_can_dequantize(16));  // IQ2_XXS
+  EXPECT_FALSE(gguf_can_dequantize(39));  // MXFP4
   EXPECT_TRUE(gguf_can_dequantize(14));
 }
 
@@ -229,6 +231,124 @@ TEST(GgufDequant, Q6K) {
         const int i = 128 * h + 32 * g + l;
         EXPECT_EQ(y[i], 0.5f * scales[8 * h + 2 * g + l / 16] * float(q(i) - 32)) << i;
       }
+}
+
+// Value 128h + 32g + l of a Q2_K/Q3_K block: 2 bits in qs[32h + l] at bits 2g..2g+1, the scale of
+// its 16 values number 8h + 2g + l / 16.
+void put_2bit(uint8_t* qs, int v, int q) {
+  const int h = v / 128, g = (v % 128) / 32, l = v % 32;
+  qs[32 * h + l] |= uint8_t((q & 3) << (2 * g));
+}
+int sub16(int v) { return 8 * (v / 128) + 2 * ((v % 128) / 32) + (v % 32) / 16; }
+
+TEST(GgufDequant, Q2K) {
+  // [scales 16: min << 4 | scale][qs 64][d][dmin]; value = d*scale*q - dmin*min
+  std::vector<uint8_t> b(84, 0);
+  for (int i = 0; i < 16; ++i) b[i] = uint8_t(((i * 7 + 3) % 16) << 4 | (i * 5 + 1) % 16);
+  auto q = [](int v) { return (v * 7 + 1) % 4; };
+  for (int v = 0; v < 256; ++v) put_2bit(&b[16], v, q(v));
+  put_half(&b[80], kHalf);
+  put_half(&b[82], kQuarter);
+  const auto y = decode(10, b, 256);
+  for (int v = 0; v < 256; ++v) {
+    const int s = sub16(v), sc = (s * 5 + 1) % 16, mn = (s * 7 + 3) % 16;
+    EXPECT_EQ(y[size_t(v)], 0.5f * float(sc * q(v)) - 0.25f * float(mn)) << v;
+  }
+}
+
+// A Q3_K super-block, d = `d`: 6-bit scales sc(i) = (11i + 5) % 64 (value scale sc - 32) and
+// 3-bit quants q(v) = (5v + 2) % 8 (value q - 4: bit 2 in hmask[l] at bit 4h + g).
+int q3_sc(int i) { return (11 * i + 5) % 64; }
+int q3_q(int v) { return (5 * v + 2) % 8; }
+std::vector<uint8_t> q3_k_block(uint16_t d) {
+  std::vector<uint8_t> b(110, 0);  // [hmask 32][qs 64][scales 12][d]
+  for (int v = 0; v < 256; ++v) {
+    put_2bit(&b[32], v, q3_q(v));
+    const int h = v / 128, g = (v % 128) / 32, l = v % 32;
+    b[l] |= uint8_t((q3_q(v) >> 2) << (4 * h + g));
+  }
+  for (int i = 0; i < 16; ++i) {  // low 4 bits: nibble i / 8 of byte i % 8; top 2: byte 8 + i % 4
+    b[96 + i % 8] |= uint8_t((q3_sc(i) & 15) << (4 * (i / 8)));
+    b[96 + 8 + i % 4] |= uint8_t((q3_sc(i) >> 4) << (2 * (i / 4)));
+  }
+  put_half(&b[108], d);
+  return b;
+}
+
+TEST(GgufDequant, Q3K) {
+  const auto y = decode(11, q3_k_block(kHalf), 256);
+  for (int v = 0; v < 256; ++v)
+    EXPECT_EQ(y[size_t(v)], 0.5f * float((q3_sc(sub16(v)) - 32) * (q3_q(v) - 4))) << v;
+}
+
+// Q3_K rows rewritten as Q6_H (q - 4 as q + 28) decode to Q3_K's values: exactly at d = 0.5,
+// within half an f16 step of d*(scale - 32) per unit of |q - 4| otherwise.
+TEST(GgufDequant, Q3KToQ6H) {
+  for (uint16_t d : {kHalf, uint16_t(0x34CD)}) {
+    const auto b = q3_k_block(d);
+    std::vector<kernels::BlockQ6_H> m(8);
+    gguf_q3_k_to_q6_h(b.data(), m.data(), 256);
+    std::vector<float> got(256);
+    kernels::scalar::dequantize_row(kernels::WType::Q6_H, m.data(), got.data(), 256);
+    const auto want = decode(11, b, 256);
+    float df;
+    kernels::scalar::f16_to_f32(&d, &df, 1);
+    for (int v = 0; v < 256; ++v) {
+      const float a = df * float(q3_sc(sub16(v)) - 32);
+      const float bound = d == kHalf ? 0.0f : std::ldexp(std::fabs(a) * 4, -11) * 1.01f;
+      EXPECT_NEAR(got[size_t(v)], want[size_t(v)], bound) << d << " " << v;
+    }
+  }
+}
+
+// IQ4_NL/IQ4_XS: each nibble indexes this table of levels (ggml's kvalues_iq4nl).
+constexpr int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                             1,    13,   25,  38,  53,  69,  89,  113};
+int iq4_nib(int v) { return (v * 9 + 4) % 16; }
+
+// The block's 32 values v0.. as IQ4_NL's 16 bytes: byte j = value j (low), j + 16 (high).
+void put_iq4(uint8_t* qs, int v0) {
+  for (int j = 0; j < 16; ++j) qs[j] = uint8_t(iq4_nib(v0 + j) | iq4_nib(v0 + j + 16) << 4);
+}
+
+TEST(GgufDequant, Iq4NlAndXs) {
+  std::vector<uint8_t> nl(2 * 18, 0);  // two blocks: d -1.5, then 0.25
+  put_half(&nl[0], kMinus1_5);
+  put_half(&nl[18], kQuarter);
+  put_iq4(&nl[2], 0);
+  put_iq4(&nl[20], 32);
+  auto y = decode(20, nl, 64);
+  for (int v = 0; v < 64; ++v)
+    EXPECT_EQ(y[size_t(v)], (v < 32 ? -1.5f : 0.25f) * float(kLevels[iq4_nib(v)])) << v;
+
+  // IQ4_XS: [d][scales_h u16][scales_l 4][qs 128]; 6-bit scale ls(k), value d*(ls - 32)*level
+  std::vector<uint8_t> xs(136, 0);
+  auto ls = [](int k) { return (13 * k + 7) % 64; };
+  put_half(&xs[0], kHalf);
+  uint16_t hi = 0;
+  for (int k = 0; k < 8; ++k) {
+    xs[4 + k / 2] |= uint8_t((ls(k) & 15) << (4 * (k % 2)));
+    hi = uint16_t(hi | (ls(k) >> 4) << (2 * k));
+    put_iq4(&xs[8 + 16 * k], 32 * k);
+  }
+  std::memcpy(&xs[2], &hi, 2);
+  y = decode(23, xs, 256);
+  for (int v = 0; v < 256; ++v)
+    EXPECT_EQ(y[size_t(v)], 0.5f * float((ls(v / 32) - 32) * kLevels[iq4_nib(v)])) << v;
+
+  // What the import runs them as: Q8_0 blocks whose quants are the levels, exactly.
+  for (auto [type, src] : {std::pair{20u, &nl}, std::pair{23u, &xs}}) {
+    const int n = type == 20 ? 64 : 256;
+    ASSERT_EQ(gguf_rewrite_type(type), kernels::WType::Q8_0);
+    std::vector<kernels::BlockQ8_0> q8(static_cast<size_t>(n / 32));
+    gguf_rewrite_rows(type, src->data(), src->size(), n, 1, reinterpret_cast<uint8_t*>(q8.data()));
+    std::vector<float> got(static_cast<size_t>(n));
+    kernels::scalar::dequantize_row(kernels::WType::Q8_0, q8.data(), got.data(), n);
+    EXPECT_EQ(got, decode(type, *src, n)) << type;
+  }
+  const bool q6 = kernels::takes(kernels::WType::Q6_H);
+  EXPECT_EQ(gguf_rewrite_type(11), q6 ? kernels::WType::Q6_H : kernels::WType::Q8_0);
+  EXPECT_EQ(gguf_rewrite_type(10), kernels::WType::Q8_0);
 }
 
 }  // namespace
