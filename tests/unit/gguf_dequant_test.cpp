@@ -186,25 +186,34 @@ std::vector<uint8_t> q6_k_block(uint16_t d) {
   return b;
 }
 
-// Q6_K rows rewritten as Q6_H (what gguf_import runs them as where the ISA takes Q6_H) decode,
-// through the kernels' Q6_H, to Q6_K's values: exactly where each 16 values' d*scale is a half
-// (d = 0.5), within half an f16 step of d*scale per unit of |q - 32| otherwise.
+// A block b of Q6_K or Q3_K (`type`) rewritten as Q6_H (what gguf_import runs it as where the
+// ISA takes Q6_H) decodes, through the kernels' Q6_H, to the block's own values: exactly at
+// d = 0.5, where each 16 values' d*scale(v) is a half, otherwise within half an f16 step of
+// d*scale(v) per unit of the largest |q| (qmax).
+template <class Scale>
+void expect_via_q6_h(uint32_t type, const std::vector<uint8_t>& b, uint16_t d, int qmax,
+                     Scale scale) {
+  std::vector<kernels::BlockQ6_H> m(8);
+  (type == 14 ? gguf_q6_k_to_q6_h : gguf_q3_k_to_q6_h)(b.data(), m.data(), 256);
+  std::vector<float> got(256);
+  kernels::scalar::dequantize_row(kernels::WType::Q6_H, m.data(), got.data(), 256);
+  const auto want = decode(type, b, 256);
+  float df;
+  kernels::scalar::f16_to_f32(&d, &df, 1);
+  for (int v = 0; v < 256; ++v) {
+    const float a = df * float(scale(v));
+    const float bound = d == kHalf ? 0.0f : std::ldexp(std::fabs(a) * float(qmax), -11) * 1.01f;
+    EXPECT_NEAR(got[size_t(v)], want[size_t(v)], bound) << type << " " << d << " " << v;
+  }
+}
+
 TEST(GgufDequant, ToQ6H) {
   for (uint16_t d : {kHalf, uint16_t(0x34CD)}) {  // 0.5, 0.30005
     const auto b = q6_k_block(d);
-    std::vector<kernels::BlockQ6_H> m(8);
-    gguf_q6_k_to_q6_h(b.data(), m.data(), 256);
-    std::vector<float> got(256);
-    kernels::scalar::dequantize_row(kernels::WType::Q6_H, m.data(), got.data(), 256);
-    const auto want = decode(14, b, 256);
-    float df;
-    kernels::scalar::f16_to_f32(&d, &df, 1);
-    for (int i = 0; i < 256; ++i) {
-      const int h = i / 128, g = (i % 128) / 32, l = i % 32;
-      const float a = df * float(int8_t(b[192 + 8 * h + 2 * g + l / 16]));
-      const float bound = d == kHalf ? 0.0f : std::ldexp(std::fabs(a) * 32, -11) * 1.01f;
-      EXPECT_NEAR(got[size_t(i)], want[size_t(i)], bound) << d << " " << i;
-    }
+    expect_via_q6_h(14, b, d, 32, [&](int v) {
+      const int h = v / 128, g = (v % 128) / 32, l = v % 32;
+      return int(int8_t(b[192 + 8 * h + 2 * g + l / 16]));
+    });
   }
 }
 
@@ -281,24 +290,10 @@ TEST(GgufDequant, Q3K) {
     EXPECT_EQ(y[size_t(v)], 0.5f * float((q3_sc(sub16(v)) - 32) * (q3_q(v) - 4))) << v;
 }
 
-// Q3_K rows rewritten as Q6_H (q - 4 as q + 28) decode to Q3_K's values: exactly at d = 0.5,
-// within half an f16 step of d*(scale - 32) per unit of |q - 4| otherwise.
+// Q3_K rows rewritten as Q6_H: q - 4 as q + 28.
 TEST(GgufDequant, Q3KToQ6H) {
-  for (uint16_t d : {kHalf, uint16_t(0x34CD)}) {
-    const auto b = q3_k_block(d);
-    std::vector<kernels::BlockQ6_H> m(8);
-    gguf_q3_k_to_q6_h(b.data(), m.data(), 256);
-    std::vector<float> got(256);
-    kernels::scalar::dequantize_row(kernels::WType::Q6_H, m.data(), got.data(), 256);
-    const auto want = decode(11, b, 256);
-    float df;
-    kernels::scalar::f16_to_f32(&d, &df, 1);
-    for (int v = 0; v < 256; ++v) {
-      const float a = df * float(q3_sc(sub16(v)) - 32);
-      const float bound = d == kHalf ? 0.0f : std::ldexp(std::fabs(a) * 4, -11) * 1.01f;
-      EXPECT_NEAR(got[size_t(v)], want[size_t(v)], bound) << d << " " << v;
-    }
-  }
+  for (uint16_t d : {kHalf, uint16_t(0x34CD)})
+    expect_via_q6_h(11, q3_k_block(d), d, 4, [](int v) { return q3_sc(sub16(v)) - 32; });
 }
 
 // IQ4_NL/IQ4_XS: each nibble indexes this table of levels (ggml's kvalues_iq4nl).
