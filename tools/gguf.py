@@ -47,8 +47,11 @@ GGML_TYPES = {
     "q4_0": 2,
     "q4_1": 3,
     "q8_0": 8,
+    "q3_k": 11,
     "q4_k": 12,
     "q6_k": 14,
+    "iq4_nl": 20,
+    "iq4_xs": 23,
     "bf16": 30,
 }
 GGML_NAMES = {v: k for k, v in GGML_TYPES.items()}
@@ -61,6 +64,9 @@ FILE_TYPES = {
     "q8_0": 7,
     "q4_k": 15,
     "q4_k_m": 15,
+    "q3_k": 12,
+    "iq4_nl": 25,
+    "iq4_xs": 30,
     "bf16": 32,
 }
 

@@ -4,9 +4,9 @@ Q8_0 block (34 bytes): f16 scale d, 32 x int8 q; value = d*q.
 Q4_0 block (18 bytes): f16 scale d, 16 bytes; byte j = element j (low nibble) | element j+16
 (high nibble); value = d*(nibble-8).
 
-Q4_1, Q4_K and Q6_K (ggml's, for GGUF files only: tools/to_gguf.py --quant) have a quantizer here
-too, a plain min/max one (not llama.cpp's search); their layouts are in quantize_q4_1,
-quantize_q4_k and quantize_q6_k.
+Q4_1, Q4_K, Q6_K, Q3_K, IQ4_NL and IQ4_XS (ggml's, for GGUF files only: tools/to_gguf.py
+--quant) have a quantizer here too, a plain min/max one (not llama.cpp's search); their layouts
+are in quantize_q4_1, quantize_q4_k, quantize_q6_k, quantize_q3_k and quantize_iq4.
 
 The 'round' Q4_0 rule reproduces llama.cpp's quantize_row_q4_0_ref bit for bit; the 'fit'
 rule searches a few candidate scales per block (plus a least-squares refit of each) and keeps
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 QK = 32
-BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20}
+BLOCK_BYTES = {"q8_0": 34, "q4_0": 18, "q4_1": 20, "iq4_nl": 18}
 Q8_DTYPE = np.dtype([("d", "<f2"), ("q", "i1", (QK,))])
 Q4_DTYPE = np.dtype([("d", "<f2"), ("q", "u1", (QK // 2,))])
 Q4_1_DTYPE = np.dtype([("d", "<f2"), ("m", "<f2"), ("q", "u1", (QK // 2,))])
@@ -27,6 +27,17 @@ Q4_K_DTYPE = np.dtype(
 )
 Q6_K_DTYPE = np.dtype(
     [("ql", "u1", (QK_K // 2,)), ("qh", "u1", (QK_K // 4,)), ("scales", "i1", (16,)), ("d", "<f2")]
+)
+Q3_K_DTYPE = np.dtype(
+    [("hmask", "u1", (32,)), ("qs", "u1", (64,)), ("scales", "u1", (12,)), ("d", "<f2")]
+)
+IQ4_XS_DTYPE = np.dtype(
+    [("d", "<f2"), ("scales_h", "<u2"), ("scales_l", "u1", (4,)), ("q", "u1", (QK_K // 2,))]
+)
+K_DTYPES = {"q4_k": Q4_K_DTYPE, "q6_k": Q6_K_DTYPE, "q3_k": Q3_K_DTYPE, "iq4_xs": IQ4_XS_DTYPE}
+# IQ4_NL/IQ4_XS: a nibble indexes one of these 16 levels (ggml's kvalues_iq4nl); value = d*level
+IQ4_LEVELS = np.array(
+    [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float32
 )
 
 # Candidate divisors c for the Q4_0 'fit' rule: the first scale is d = signed_max / c; the
@@ -265,6 +276,107 @@ def dequantize_q6_k(data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndar
     return vals.astype(np.float32).reshape(shape)
 
 
+def _iq4_nibbles(b: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """[n, 32] values over per-block scales d [n]: the index of the nearest level of each x/d."""
+    v = _div(b, d[:, None])
+    return np.abs(v[..., None] - IQ4_LEVELS).argmin(axis=-1).astype(np.uint8)
+
+
+def _iq4_pack(nib: np.ndarray) -> np.ndarray:
+    """[n, 32] nibbles -> [n, 16] bytes: byte j = value j (low nibble) | value j + 16 (high)."""
+    return nib[:, :16] | (nib[:, 16:] << 4)
+
+
+def _iq4_unpack(q: np.ndarray) -> np.ndarray:
+    q = q.reshape(-1, 16)
+    return IQ4_LEVELS[np.concatenate([q & 15, q >> 4], axis=1)]
+
+
+def quantize_iq4(x: np.ndarray, xs: bool) -> bytes:
+    """ggml's IQ4_NL (18 bytes per 32 values: f16 d, 16 bytes of nibbles as Q4_0's) or, with
+    xs, IQ4_XS (136 bytes per 256: f16 d, u16 scales_h, 4 bytes scales_l, 128 bytes of
+    nibbles; sub-block k of 32 has the 6-bit scale ls = nibble k % 2 of scales_l[k / 2] | bits
+    2k..2k+1 of scales_h << 4, value = d*(ls - 32)*level). Here each 32 values' scale puts its
+    value of largest magnitude on the level -127; IQ4_XS's d spans those scales in -32..31."""
+    b = _blocks(x)
+    s = _signed_max(b) / np.float32(-127)
+    if not xs:
+        out = np.zeros(len(b), dtype=Q4_DTYPE)
+        out["d"] = s.astype(np.float16)
+        out["q"] = _iq4_pack(_iq4_nibbles(b, out["d"].astype(np.float32)))
+        return out.tobytes()
+    s = s.reshape(-1, 8)
+    out = np.zeros(len(s), dtype=IQ4_XS_DTYPE)
+    out["d"] = (np.abs(s).max(axis=1) / np.float32(31)).astype(np.float16)
+    d = out["d"].astype(np.float32)[:, None]
+    ls = (np.clip(np.rint(_div(s, d)), -32, 31) + 32).astype(np.uint16)  # [block, 8]
+    out["scales_l"] = ((ls[:, 0::2] & 15) | ((ls[:, 1::2] & 15) << 4)).astype(np.uint8)
+    out["scales_h"] = ((ls >> 4) << (2 * np.arange(8, dtype=np.uint16))).sum(axis=1)
+    dl = (d * (ls.astype(np.float32) - 32)).reshape(-1)
+    out["q"] = _iq4_pack(_iq4_nibbles(b, dl)).reshape(-1, QK_K // 2)
+    return out.tobytes()
+
+
+def dequantize_iq4(data: bytes | np.ndarray, shape: tuple[int, ...], xs: bool) -> np.ndarray:
+    if not xs:
+        blk = np.frombuffer(data, dtype=Q4_DTYPE)
+        vals = blk["d"].astype(np.float32)[:, None] * _iq4_unpack(blk["q"])
+        return vals.reshape(shape)
+    blk = np.frombuffer(data, dtype=IQ4_XS_DTYPE)
+    k = np.arange(8)
+    lo = (blk["scales_l"][:, k // 2] >> (4 * (k % 2))) & 15
+    hi = (blk["scales_h"][:, None] >> (2 * k).astype(np.uint16)) & 3
+    ls = (lo.astype(np.int32) | (hi.astype(np.int32) << 4)) - 32
+    dl = blk["d"].astype(np.float32)[:, None] * ls.astype(np.float32)
+    vals = dl.reshape(-1, 1) * _iq4_unpack(blk["q"])
+    return vals.astype(np.float32).reshape(shape)
+
+
+def quantize_q3_k(x: np.ndarray) -> bytes:
+    """ggml's Q3_K (110 bytes per 256 values): hmask 32, qs 64, scales 12, f16 d. In half h of
+    128 values, value 32g + l (g = 0..3, l < 32) has 3-bit q: bits 0-1 at bits 2g..2g+1 of
+    qs[32h + l], bit 2 at bit 4h + g of hmask[l]; value = d*(sc - 32)*(q - 4) with the 6-bit
+    scale sc of its 16 values number 8h + 2g + l / 16, whose low 4 bits are nibble s / 8 of
+    scales[s % 8] and top 2 bits bits 2(s / 4).. of scales[8 + s % 4]. Here each 16 values'
+    scale puts the value of largest magnitude on q - 4 = -4; d spans those in -32..31."""
+    sub = _super_blocks(x).reshape(-1, 16, 16)
+    s = np.take_along_axis(sub, np.abs(sub).argmax(axis=2)[..., None], 2)[..., 0] / np.float32(-4)
+    out = np.zeros(len(sub), dtype=Q3_K_DTYPE)
+    out["d"] = (np.abs(s).max(axis=1) / np.float32(31)).astype(np.float16)
+    d = out["d"].astype(np.float32)[:, None]
+    sc = (np.clip(np.rint(_div(s, d)), -32, 31) + 32).astype(np.uint8)  # [block, 16]
+    q = np.clip(np.rint(_div(sub, (d * (sc.astype(np.float32) - 32))[..., None])), -4, 3) + 4
+    q = q.astype(np.uint8).reshape(-1, 2, 4, 32)  # [block, half, group, l]
+    g = np.arange(4, dtype=np.uint8)[None, None, :, None]
+    out["qs"] = ((q & 3) << (2 * g)).sum(axis=2, dtype=np.uint8).reshape(-1, 64)
+    h = np.arange(2, dtype=np.uint8)[None, :, None, None]
+    out["hmask"] = ((q >> 2) << (4 * h + g)).sum(axis=(1, 2), dtype=np.uint8)
+    s_idx = np.arange(16)
+    scales = np.zeros((len(sub), 12), np.uint8)
+    for i in s_idx:
+        scales[:, i % 8] |= (sc[:, i] & 15) << (4 * (i // 8))
+        scales[:, 8 + i % 4] |= (sc[:, i] >> 4) << (2 * (i // 4))
+    out["scales"] = scales
+    return out.tobytes()
+
+
+def dequantize_q3_k(data: bytes | np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    blk = np.frombuffer(data, dtype=Q3_K_DTYPE)
+    s = np.arange(16)
+    sb = blk["scales"].astype(np.int32)
+    lo = (sb[:, s % 8] >> (4 * (s // 8))) & 15
+    hi = (sb[:, 8 + s % 4] >> (2 * (s // 4))) & 3
+    sc = (lo | (hi << 4)) - 32  # [block, 16]
+    g = np.arange(4)[None, None, :, None]
+    h = np.arange(2)[None, :, None, None]
+    qs = blk["qs"].astype(np.int32).reshape(-1, 2, 1, 32)
+    hm = blk["hmask"].astype(np.int32).reshape(-1, 1, 1, 32)
+    q = ((qs >> (2 * g)) & 3) | (((hm >> (4 * h + g)) & 1) << 2)  # [block, half, group, l]
+    d = blk["d"].astype(np.float32)[:, None, None]
+    vals = d * sc.astype(np.float32)[..., None] * (q.reshape(-1, 16, 16) - 4).astype(np.float32)
+    return vals.astype(np.float32).reshape(shape)
+
+
 def quantize(
     x: np.ndarray, dtype: str, q4_rule: str = "fit", importance: np.ndarray | None = None
 ) -> bytes:
@@ -284,6 +396,10 @@ def quantize(
         return quantize_q4_k(x)
     if dtype == "q6_k":
         return quantize_q6_k(x)
+    if dtype == "q3_k":
+        return quantize_q3_k(x)
+    if dtype in ("iq4_nl", "iq4_xs"):
+        return quantize_iq4(x, dtype == "iq4_xs")
     raise ValueError(f"unknown dtype '{dtype}'")
 
 
@@ -302,6 +418,10 @@ def dequantize(data: bytes | np.ndarray, dtype: str, shape: tuple[int, ...]) -> 
         return dequantize_q4_k(data, shape)
     if dtype == "q6_k":
         return dequantize_q6_k(data, shape)
+    if dtype == "q3_k":
+        return dequantize_q3_k(data, shape)
+    if dtype in ("iq4_nl", "iq4_xs"):
+        return dequantize_iq4(data, shape, dtype == "iq4_xs")
     raise ValueError(f"unknown dtype '{dtype}'")
 
 
@@ -329,10 +449,10 @@ def nbytes(dtype: str, shape: tuple[int, ...]) -> int:
         if not shape or shape[-1] % QK:
             raise ValueError(f"{dtype} needs cols % {QK} == 0, got shape {list(shape)}")
         return n // QK * BLOCK_BYTES[dtype]
-    if dtype in ("q4_k", "q6_k"):
+    if dtype in K_DTYPES:
         if not shape or shape[-1] % QK_K:
             raise ValueError(f"{dtype} needs cols % {QK_K} == 0, got shape {list(shape)}")
-        return n // QK_K * (Q4_K_DTYPE if dtype == "q4_k" else Q6_K_DTYPE).itemsize
+        return n // QK_K * K_DTYPES[dtype].itemsize
     per = {"f32": 4, "f16": 2, "bf16": 2, "bytes": 1}
     if dtype not in per:
         raise ValueError(f"unknown dtype '{dtype}'")

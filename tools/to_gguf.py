@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Write a .mlb model as a GGUF file with llama.cpp's names and conventions (numpy only).
 
-Usage: tools/to_gguf.py MODEL.mlb -o OUT.gguf [--quant q4_k|q4_k_m|q4_1 [--round-trip]]
+Usage: tools/to_gguf.py MODEL.mlb -o OUT.gguf [--quant q4_k|q4_k_m|q4_1|q3_k|iq4_nl|iq4_xs
+                                                [--round-trip]]
        tools/to_gguf.py TOKENIZER_DIR|TOKENIZER.mlt -o VOCAB.gguf   (vocabulary only)
 
 The tensor data is copied as it is (f32, f16, q8_0 and q4_0 blocks are ggml's layouts), so a
@@ -16,9 +17,10 @@ GGUF made from a Q8_0 .mlb holds the same blocks. What changes (after llama.cpp'
 --quant q4_k requantizes every matrix to ggml's Q4_K (Q4_1 where a row is not a multiple of
 256), --quant q4_k_m likewise but Q6_K (Q8_0 where a row is not a multiple of 256) for the
 embedding, output, attn_v and ffn_down (the types a Q4_K_M file mixes), --quant q4_1 to Q4_1,
-with tools/quant.py's plain min/max quantizers (not llama-quantize's: for tests of the K-quant
-import, not for quality); --round-trip then writes F32 of the very values those blocks decode
-to instead.
+--quant q3_k to Q3_K (Q4_1 where a row is not a multiple of 256), --quant iq4_nl to IQ4_NL and
+--quant iq4_xs to IQ4_XS (IQ4_NL where a row is not a multiple of 256), with tools/quant.py's
+plain min/max quantizers (not llama-quantize's: for tests of the K-quant import, not for
+quality); --round-trip then writes F32 of the very values those blocks decode to instead.
 
 Supported so far: llama (Llama 2/3, SmolLM2, Mistral without a window), qwen2, qwen3, smollm3,
 gemma2 and gemma3 (what llama.cpp's keys can express: its Gemma query-scale rule and sliding
@@ -431,6 +433,10 @@ def requant(r: mlb.MlbReader, name: str, to: str, round_trip: bool, leaf: str) -
     k = shape[1] % quant.QK_K == 0
     if to == "q4_k_m" and leaf in SIX_BIT:
         kind = "q6_k" if k else "q8_0"
+    elif to in ("q3_k", "iq4_xs"):  # K-quant rows of 256; otherwise as llama-quantize falls back
+        kind = to if k else {"q3_k": "q4_1", "iq4_xs": "iq4_nl"}[to]
+    elif to == "iq4_nl":
+        kind = to
     else:
         kind = "q4_k" if to in ("q4_k", "q4_k_m") and k else "q4_1"
     q = quant.quantize(r.array(name), kind)
@@ -531,7 +537,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("-o", "--out", required=True, help="the GGUF file to write")
     p.add_argument(
         "--quant",
-        choices=["q4_k", "q4_k_m", "q4_1"],
+        choices=["q4_k", "q4_k_m", "q4_1", "q3_k", "iq4_nl", "iq4_xs"],
         help="requantize the matrices (tests; see above)",
     )
     p.add_argument(

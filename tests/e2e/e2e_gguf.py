@@ -133,14 +133,25 @@ def case_gguf_q4(a, model: str) -> None:
     8-bit quantization and the f16 rounding of each block's scale and offset lie between, so
     Q8_0's limit holds. q4_k_m adds Q6_K (the embedding, output, attn_v, ffn_down; Q6_H for
     the matmuls on the builds whose kernels take it, requantized to Q8_0 on the others, decoded
-    exactly from the file's bytes for the embedding's row lookups, tied or not). The pack cache
-    gives the same bits."""
+    exactly from the file's bytes for the embedding's row lookups, tied or not). Q3_K (as Q6_H
+    where Q6_K is), IQ4_NL and IQ4_XS (as Q8_0 with the levels as quants) hold the same limit
+    against numpy's decoding of their blocks. The pack cache gives the same bits."""
     ids = prompt_ids(a.work, model)
     with open(os.path.join(a.bin, "CMakeCache.txt")) as f:
         isa = re.search(r"^KRAFLA_ISA:STRING=(\w+)$", f.read(), re.M).group(1)
     q6 = "q8_0" if isa == "sse2" else "q6_h"
     src = mlb(a.work, model, "f32")
-    for q in ("q4_k", "q4_k_m", "q4_1"):
+    # --quant: the ffn/attn type of the load line (None: mixed), the matrices' types, and the
+    # file's types ml_tok info names for them (None: Q8_0, run as it is)
+    expect = {
+        "q3_k": (None, {q6, "q4_m"}, {"Q3_K", "Q4_1"}),
+        "iq4_nl": ("q8_0", {"q8_0"}, {"IQ4_NL"}),
+        "iq4_xs": ("q8_0", {"q8_0"}, {"IQ4_XS", "IQ4_NL"}),
+        "q4_k": ("q4_m", {"q4_m"}, {"Q4_K", "Q4_1"}),
+        "q4_k_m": ("q4_m", {"q4_m", q6, "q8_0"}, {"Q4_K", "Q4_1", "Q6_K", None}),
+        "q4_1": ("q4_m", {"q4_m"}, {"Q4_1"}),
+    }
+    for q, (load, types, froms) in expect.items():
         g, rt = (os.path.join(a.scratch, f"{model}-{q}{s}.gguf") for s in ("", "-rt"))
         must(tool("to_gguf.py") + [src, "-o", g, "--quant", q])
         must(tool("to_gguf.py") + [src, "-o", rt, "--quant", q, "--round-trip"])
@@ -149,17 +160,19 @@ def case_gguf_q4(a, model: str) -> None:
             [os.path.join(a.bin, "ml_run"), "-m", g, "--tokens", ",".join(map(str, ids))]
             + ["--logits", got, "-t", "2"]
         )
-        assert "weights q4_m (ffn) / q4_m (attn)" in r.stderr, r.stderr
+        if load:
+            assert f"weights {load} (ffn) / {load} (attn)" in r.stderr, r.stderr
         ml_run(a, rt, ids, want, ["-t", "2"])
         r = must([PY, os.path.join(SRC, "tests", "e2e", "compare.py"), want, got] + LIMITS["q8_0"])
-        print(f"ok: {model} {q} as Q4_M against its F32 round trip: {r.stdout.strip()}")
+        print(f"ok: {model} {q} against its F32 round trip: {r.stdout.strip()}")
         info = json.loads(must([os.path.join(a.bin, "ml_tok"), "info", g, "--json"]).stdout)
         kinds = {t["dtype"] for t in info["tensors"] if len(t["shape"]) == 2}
-        assert kinds == ({"q4_m", q6, "q8_0"} if q == "q4_k_m" else {"q4_m"}), (q, kinds)
+        assert kinds <= types and load in kinds | {None}, (q, kinds)
+        if q == "q3_k":
+            assert q6 in kinds, kinds
         # ml_tok info names the file's type of each rewritten matrix (none for Q8_0: as it is)
-        froms = {t.get("gguf_type") for t in info["tensors"] if len(t["shape"]) == 2}
-        want = {"q4_k": {"Q4_K", "Q4_1"}, "q4_k_m": {"Q4_K", "Q4_1", "Q6_K", None}}
-        assert froms <= want[q] if q in want else froms == {"Q4_1"}, (q, froms)
+        got_froms = {t.get("gguf_type") for t in info["tensors"] if len(t["shape"]) == 2}
+        assert got_froms <= froms and got_froms & froms, (q, got_froms)
     check_pack_cache(a, g, ids, np.load(got), f"{model}-{q}")
     print(f"ok: {model}: Q4_M through the pack cache, the same bits")
 
