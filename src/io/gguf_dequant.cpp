@@ -74,7 +74,7 @@ void scale_min(int j, const uint8_t* s, int& sc, int& mn) {
 // [d f16][dmin f16][scales 12][Q5_K: qh 32][qs 128]. Sub-blocks 2i and 2i + 1 share qs bytes
 // 32i..32i+31 (low and high nibbles); Q5_K's fifth bits: sub-block k uses bit k of qh[l].
 // Value = d·sc·q − dmin·m.
-// The 4- or 5-bit quant l of sub-block k (the layout k4_block describes).
+// The 4- or 5-bit quant l of sub-block k of the super-block at b (the layout above).
 int k4_quant(bool five, const uint8_t* b, int k, int l) {
   const uint8_t* q = b + (five ? 48 : 16) + 32 * (k / 2);
   int v = (k % 2) ? q[l] >> 4 : q[l] & 15;
@@ -82,13 +82,19 @@ int k4_quant(bool five, const uint8_t* b, int k, int l) {
   return v;
 }
 
-void k4_block(bool five, const uint8_t* b, float* y) {
-  const float d = half(b), dmin = half(b + 2);
-  for (int k = 0; k < 8; ++k) {
-    int sc, mn;
-    scale_min(k, b + 4, sc, mn);
-    const float a = d * float(sc), c = dmin * float(mn);
-    for (int l = 0; l < 32; ++l) y[32 * k + l] = a * float(k4_quant(five, b, k, l)) - c;
+// f(j, scale, min, q) for each 32-value sub-block j of the n values of Q4_K (Q5_K with five)
+// at src: scale = d·sc, min = −dmin·m and q its 32 quants, value = scale·q + min.
+template <class F>
+void k4_sub_blocks(bool five, const uint8_t* src, int64_t n, F&& f) {
+  uint8_t q[32];
+  for (int64_t i = 0; i < n / 256; ++i, src += five ? 176 : 144) {
+    const float d = half(src), dmin = half(src + 2);
+    for (int k = 0; k < 8; ++k) {
+      int sc, mn;
+      scale_min(k, src + 4, sc, mn);
+      for (int l = 0; l < 32; ++l) q[l] = uint8_t(k4_quant(five, src, k, l));
+      f(8 * i + k, d * float(sc), -dmin * float(mn), q);
+    }
   }
 }
 
@@ -247,15 +253,9 @@ void gguf_to_q5_m(uint32_t type, const uint8_t* src, kernels::BlockQ5_M* dst, in
     return;
   }
   if (type != kQ5_K) throw Error("internal: gguf_to_q5_m of a type it does not take");
-  for (int64_t i = 0; i < n / 256; ++i, src += 176) {  // as k4_block reads it
-    const float d = half(src), dmin = half(src + 2);
-    for (int k = 0; k < 8; ++k) {
-      int sc, mn;
-      scale_min(k, src + 4, sc, mn);
-      for (int l = 0; l < 32; ++l) q[l] = uint8_t(k4_quant(true, src, k, l));
-      dst[8 * i + k] = q5_m_block(d * float(sc), -dmin * float(mn), q);
-    }
-  }
+  k4_sub_blocks(true, src, n, [&](int64_t j, float scale, float min, const uint8_t* kq) {
+    dst[j] = q5_m_block(scale, min, kq);
+  });
 }
 
 bool gguf_has_q4_m(uint32_t type) { return type == kQ4_1 || type == kQ4_K; }
@@ -270,15 +270,9 @@ void gguf_to_q4_m(uint32_t type, const uint8_t* src, kernels::BlockQ4_M* dst, in
     return;
   }
   if (type != kQ4_K) throw Error("internal: gguf_to_q4_m of a type it does not take");
-  for (int64_t i = 0; i < n / 256; ++i, src += 144) {  // as k4_block reads it
-    const float d = half(src), dmin = half(src + 2);
-    for (int k = 0; k < 8; ++k) {
-      int sc, mn;
-      scale_min(k, src + 4, sc, mn);
-      for (int l = 0; l < 32; ++l) q[l] = uint8_t(k4_quant(false, src, k, l));
-      dst[8 * i + k] = q4_m_block(d * float(sc), -dmin * float(mn), q);
-    }
-  }
+  k4_sub_blocks(false, src, n, [&](int64_t j, float scale, float min, const uint8_t* kq) {
+    dst[j] = q4_m_block(scale, min, kq);
+  });
 }
 
 void gguf_q6_k_to_q6_h(const uint8_t* src, kernels::BlockQ6_H* dst, int64_t n) {
@@ -367,11 +361,12 @@ void gguf_dequantize_row(uint32_t type, const uint8_t* src, float* dst, int64_t 
       return;
     }
     case kQ4_K:
-    case kQ5_K: {
-      const int bytes = type == kQ4_K ? 144 : 176;
-      for (int64_t i = 0; i < n / 256; ++i) k4_block(type == kQ5_K, src + i * bytes, dst + i * 256);
+    case kQ5_K:
+      k4_sub_blocks(type == kQ5_K, src, n,
+                    [&](int64_t j, float scale, float min, const uint8_t* q) {
+                      for (int l = 0; l < 32; ++l) dst[32 * j + l] = scale * float(q[l]) + min;
+                    });
       return;
-    }
     case kQ6_K:
       for (int64_t i = 0; i < n / 256; ++i) k6_block(src + i * 210, dst + i * 256);
       return;
