@@ -236,6 +236,7 @@ BENCHMARK_CAPTURE(bm_matmul, Q4_M, WType::Q4_M)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, Q8_0, WType::Q8_0)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, Q6_H, WType::Q6_H)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, Q5_M, WType::Q5_M)->Apply(shapes);
+BENCHMARK_CAPTURE(bm_matmul, IQ4_NL, WType::IQ4_NL)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, F16, WType::F16)
     ->Args({2048, 2048, 1})
     ->Args({2048, 2048, 128})

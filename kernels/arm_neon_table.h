@@ -12,6 +12,8 @@
 //    shift (and a mask or arithmetic shift) gives the signed value: no activation block sums.
 //  * Q6_H/Q5_M: tiled.h's records (dword lanes, unsigned nibbles, then the top-bit vectors) in
 //    every arrangement; the dots rebuild q and subtract 32 or 16, so again no block sums.
+//  * IQ4_NL: tiled.h's Q4_0 records (dword lanes, unsigned nibbles) in every arrangement; the
+//    dots look the nibbles up as signed levels (vqtbl1q_s8, ARMv7 vtbl2_s8): no block sums.
 //  * Every ISA's block dot ("Dot" below) produces each (row, token)'s exact int32 block sum in
 //    the row's lane; tiled.h's q_kernel then does acc = fma(float(isum), d_w*d_a, acc) per
 //    block, whatever the register tile or token grouping: bitwise batch/range independence.
@@ -161,10 +163,31 @@ inline void q5_quants(const uint8_t* rec, int8x16_t& lo, int8x16_t& hi) {
   hi = vreinterpretq_s8_u8(vsubq_u8(qh, sixteen));
 }
 
+// IQ4_NL quant vector K of the record at rec (Q4_0's layout, unsigned nibbles) as its signed
+// levels: lo for the low nibbles (elements 4K..), hi for the high ones (16+4K..).
+template <int K>
+inline void iq4_quants(const uint8_t* rec, int8x16_t& lo, int8x16_t& hi) {
+  const uint8x16_t v = vld1q_u8(rec + L::kQuants + 4 * kTile * K);
+  const uint8x16_t nl = vandq_u8(v, vdupq_n_u8(0x0f)), nh = vshrq_n_u8(v, 4);
+#if defined(__aarch64__)
+  const int8x16_t table = vld1q_s8(kIq4Levels);
+  lo = vqtbl1q_s8(table, nl);
+  hi = vqtbl1q_s8(table, nh);
+#else
+  const int8x8x2_t table = {{vld1_s8(kIq4Levels), vld1_s8(kIq4Levels + 8)}};
+  const auto look = [&](uint8x16_t n) {
+    return vcombine_s8(vtbl2_s8(table, vreinterpret_s8_u8(vget_low_u8(n))),
+                       vtbl2_s8(table, vreinterpret_s8_u8(vget_high_u8(n))));
+  };
+  lo = look(nl);
+  hi = look(nh);
+#endif
+}
+
 #if defined(__ARM_FEATURE_DOTPROD)
-// The sdot pieces of dotprod's block dot, and its dots of Q6_H (half H) and Q5_M on the dword
-// lanes, which i8mm shares (its row pairs serve only Q8_0/Q4_0/Q4_M): vector K of each tile
-// against activation group K of the half's 16 bytes, one instruction for the tile's 4 rows.
+// The sdot pieces of dotprod's block dot, and its dots of Q6_H (half H), Q5_M and IQ4_NL on the
+// dword lanes, which i8mm shares (its row pairs serve only Q8_0/Q4_0/Q4_M): vector K of each
+// tile against activation group K of the half's 16 bytes, one instruction for the tile's 4 rows.
 struct SdotTopBits {
   static constexpr bool kTopBits = true;
   template <int H, int R, int T>
@@ -187,6 +210,25 @@ struct SdotTopBits {
   template <int R, int T>
   static void block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                      int32x4_t (&isum)[R][T]) {
+    lo_hi_block<R, T>(wb, a, b, isum, [](auto k, const uint8_t* rec, int8x16_t& lo, int8x16_t& hi) {
+      q5_quants<decltype(k)::value>(rec, lo, hi);
+    });
+  }
+  static constexpr bool kIq4 = true;
+  template <int R, int T>
+  static void block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                        int32x4_t (&isum)[R][T]) {
+    lo_hi_block<R, T>(wb, a, b, isum, [](auto k, const uint8_t* rec, int8x16_t& lo, int8x16_t& hi) {
+      iq4_quants<decltype(k)::value>(rec, lo, hi);
+    });
+  }
+
+ protected:
+  // Q5_M, IQ4_NL: make(k, rec, lo, hi) gives vector k of the record at rec as signed values, its
+  // low nibbles' (elements 4k..) and its high nibbles' (16+4k..).
+  template <int R, int T, class Make>
+  static void lo_hi_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                          int32x4_t (&isum)[R][T], Make&& make) {
     int8x16_t al[T], ah[T];
     halves(a, b, al, ah);
     zero(isum);
@@ -195,7 +237,7 @@ struct SdotTopBits {
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) {
         int8x16_t lo, hi;
-        q5_quants<K>(wb[r], lo, hi);
+        make(k, wb[r], lo, hi);
 #pragma GCC unroll 16
         for (int t = 0; t < T; ++t) {
           isum[r][t] = vdotq_laneq_s32(isum[r][t], lo, al[t], K);
@@ -204,8 +246,6 @@ struct SdotTopBits {
       }
     });
   }
-
- protected:
   // Token t's activation quants 0..15 and 16..31 of block b.
   template <int T>
   static void halves(const ActBlock* const* a, int64_t b, int8x16_t (&al)[T], int8x16_t (&ah)[T]) {
@@ -240,7 +280,8 @@ constexpr size_t quant_pos(int lane, int j, int nq) {
 template <bool kPairs>
 void pack_tiles(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                 void* dst) {
-  if (t == WType::F32 || t == WType::F16 || t == WType::Q6_H || t == WType::Q5_M)
+  if (t == WType::F32 || t == WType::F16 || t == WType::Q6_H || t == WType::Q5_M ||
+      t == WType::IQ4_NL)
     return L::pack(t, src, rows, cols, r0, r1, 0, dst);
   const bool q4 = is_q4(t), q4m = t == WType::Q4_M;
   const int nq = q4 ? 16 : 32, qs = quants_offset(t);  // quant bytes; their offset in a block
@@ -351,6 +392,39 @@ struct MullDot {
     nibble_block<R, T>(a, b, isum, [&](auto k, int r, int8x16_t& lo, int8x16_t& hi) {
       q5_quants<decltype(k)::value>(wb[r], lo, hi);
     });
+  }
+  // IQ4_NL: levels up to 127 in size, so a product is at most 127*127 = 16129 and only a low and
+  // a high nibble's product share an int16 (as Q8_0's two groups) before each vpadalq.
+  static constexpr bool kIq4 = true;
+  template <int R, int T>
+  static void block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                        int32x4_t (&isum)[R][T]) {
+    int32x4_t s01[R][T], s23[R][T];  // rows 0-1 and rows 2-3, two partial sums per row
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) s01[r][t] = s23[r][t] = vdupq_n_s32(0);
+    each_vector([&](auto k) {
+      constexpr int K = decltype(k)::value;
+      int8x16_t lo[R], hi[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) iq4_quants<K>(wb[r], lo[r], hi[r]);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const int8x8_t al = dup4(a[t][b].qs + 4 * K), ah = dup4(a[t][b].qs + 16 + 4 * K);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          s01[r][t] = vpadalq_s16(
+              s01[r][t], vmlal_s8(vmull_s8(vget_low_s8(lo[r]), al), vget_low_s8(hi[r]), ah));
+          s23[r][t] = vpadalq_s16(
+              s23[r][t], vmlal_s8(vmull_s8(vget_high_s8(lo[r]), al), vget_high_s8(hi[r]), ah));
+        }
+      }
+    });
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) isum[r][t] = pair_sums(s01[r][t], s23[r][t]);
   }
 
  private:
@@ -466,6 +540,12 @@ struct Tiled : tiled::SmallRegisterTiles<Dot::kDecodeTiles> {
   static void block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                      int32x4_t (&isum)[R][T]) {
     if constexpr (kTopBits) Dot::template block5<R, T>(wb, a, b, isum);
+  }
+  static constexpr bool kIq4 = tiled::kHasIq4<Dot>;
+  template <int R, int T>
+  static void block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                        int32x4_t (&isum)[R][T]) {
+    if constexpr (kIq4) Dot::template block_iq4<R, T>(wb, a, b, isum);
   }
 };
 

@@ -6,6 +6,7 @@
 //    8*sum(a) for Q4_0 only;
 //  * AVX-VNNI (VNNI = true): vnni_block, one vpdpbusd per group; Q8_0 packed xor 0x80 = w + 128,
 //    corr = 128*sum(a) for it.
+//  * IQ4_NL: Q4_0's nibbles looked up as levels (vpshufb), then as Q8_0 in either dot.
 //  * acc = fma(float(isum_b), d_w*d_a, acc) per block in the row's lane, whatever the register
 //    tile (4 tiles x 1 token, 2 x 2, 1 x 3-4): bitwise batch/range independence.
 // Include from exactly one TU (only one kernels/<isa>.cpp is compiled in a build): it defines
@@ -210,6 +211,10 @@ struct YmmInt {
   static I madd1(I x) { return _mm256_madd_epi16(x, _mm256_set1_epi16(1)); }
   static I abs8(I x) { return _mm256_abs_epi8(x); }
   static I sign8(I a, I b) { return _mm256_sign_epi8(a, b); }
+  static I table(const uint8_t* v16) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v16)));
+  }
+  static I lut(I table, I idx) { return _mm256_shuffle_epi8(table, idx); }
   static I shl4(I v) { return _mm256_slli_epi32(v, 4); }
   static I shr2(I v) { return _mm256_srli_epi32(v, 2); }
   static I shr1(I v) { return _mm256_srli_epi32(v, 1); }
@@ -260,6 +265,16 @@ struct Avx2 : tiled::SmallRegisterTiles<4>, tiled::StreamPrefetch<8> {
       tiled::vnni_block5<YmmInt, R, T>(wb, a, b, ia);
     } else {
       tiled::maddubs_block5<YmmInt, R, T>(wb, a, b, ia);
+    }
+  }
+  static constexpr bool kIq4 = true;
+  template <int R, int T>
+  static void block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                        __m256i (&ia)[R][T]) {
+    if constexpr (kVnni) {
+      tiled::vnni_block_iq4<YmmInt, R, T>(wb, a, b, ia);
+    } else {
+      tiled::maddubs_block_iq4<YmmInt, R, T>(wb, a, b, ia);
     }
   }
 };

@@ -3,6 +3,7 @@
 // operand and a broadcast 4-byte activation group as the signed one:
 //  * Q4_0: the nibbles 0..15 are unsigned as they are: dot(n, a) = dot(w, a) + 8*sum(a).
 //  * Q8_0: packed as w xor 0x80 = w + 128: dot(w + 128, a) = dot(w, a) + 128*sum(a).
+//  * IQ4_NL: Q4_0's nibbles, each looked up (vpshufb) as its level + 128, so as Q8_0.
 //    quantize_act stores c*sum(a) per block and the int32 accumulator starts at -c*sum(a)
 //    (int_dot.h's vnni_block).
 //  * acc = fma(float(isum_b), d_w*d_a, acc) per block, in the row's lane, whatever the register
@@ -329,6 +330,10 @@ struct ZmmInt {
     hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m0f);
   }
   static I dpbusd(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
+  static I table(const uint8_t* v16) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v16)));
+  }
+  static I lut(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
   static I shl4(I v) { return _mm512_slli_epi32(v, 4); }
   static I shr2(I v) { return _mm512_srli_epi32(v, 2); }
   static I shr1(I v) { return _mm512_srli_epi32(v, 1); }
@@ -368,6 +373,12 @@ struct Avx512 : tiled::StreamPrefetch<8> {
                      __m512i (&ia)[R][T]) {
     tiled::vnni_block5<ZmmInt, R, T>(wb, a, b, ia);
   }
+  static constexpr bool kIq4 = true;
+  template <int R, int T>
+  static void block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                        __m512i (&ia)[R][T]) {
+    tiled::vnni_block_iq4<ZmmInt, R, T>(wb, a, b, ia);
+  }
 };
 
 }  // namespace
@@ -381,7 +392,8 @@ void pack(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int6
 
 void quantize_act(WType t, const float* x, int64_t cols, void* dst) {
   if (copy_float_act(t, x, cols, dst)) return;
-  const int32_t c = t == WType::Q8_0 ? 128 : 8;  // unsigned-weight offset, see the top comment
+  // unsigned-weight offset, see the top comment
+  const int32_t c = t == WType::Q8_0 || t == WType::IQ4_NL ? 128 : 8;
   ActBlock* out = static_cast<ActBlock*>(dst);
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t b = 0; b < cols / kQBlock; ++b) {

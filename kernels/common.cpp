@@ -30,6 +30,8 @@ size_t row_bytes(WType t, int64_t cols) {
       return size_t(cols / kQBlock) * sizeof(BlockQ6_H);
     case WType::Q5_M:
       return size_t(cols / kQBlock) * sizeof(BlockQ5_M);
+    case WType::IQ4_NL:
+      return size_t(cols / kQBlock) * sizeof(BlockIQ4_NL);
   }
   return 0;
 }

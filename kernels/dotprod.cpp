@@ -5,7 +5,8 @@
 //  * Q8_0: groups 0-3 against the first 16 activation bytes, 4-7 against the second.
 //  * Q4_0 (packed signed, n xor 8): v << 4 is 16*(low nibble - 8) and v & 0xf0 is
 //    16*(high nibble - 8), both exact int8; the block sum is 16x and shifts back exactly.
-//  * Q6_H, Q5_M: arm_neon_table.h's SdotTopBits (values rebuilt signed, one sdot per vector).
+//  * Q6_H, Q5_M, IQ4_NL: arm_neon_table.h's SdotTopBits (values rebuilt signed, one sdot per
+//    vector).
 #include "kernels/arm_neon_table.h"
 
 namespace krafla::kernels {

@@ -9,7 +9,7 @@
 //  same way, so a token's outputs have the same bits whatever its partner or the batch size.
 //  * Q4_0 (packed signed, n xor 8): v << 4 and v & 0xf0 are 16x the signed low and high
 //    nibbles; the block sum shifts back exactly.
-//  * Q6_H, Q5_M: packed in dword lanes as tiled.h lays them out, and dotprod's sdot dots
+//  * Q6_H, Q5_M, IQ4_NL: packed in dword lanes as tiled.h lays them out, and dotprod's sdot dots
 //    (arm_neon_table.h's SdotTopBits).
 #include "kernels/arm_neon_table.h"
 

@@ -24,6 +24,11 @@
 // Q5_M (vnni_block5, maddubs_block5; X also supplies shr1, five): the 4 vectors' nibbles with
 // bit 4 from the top-bit vector, q = 0..31 unsigned, the lane starting at -corr = -16*sum(a);
 // maddubs pairs are at most 2*31*127 = 7874, so a vector's two (low, high) twice sum in int16.
+// IQ4_NL (vnni_block_iq4, maddubs_block_iq4; X also supplies table(levels), a vector of the 16
+// bytes in every 128-bit lane, and lut(table, nibbles), a byte shuffle): Q4_0's nibbles looked up
+// as levels. vnni takes level + 128 (unsigned, the lane starts at -corr = -128*sum(a), as
+// Q8_0's); maddubs takes |level| and moves the sign to the activation (Q8_0's form, no
+// correction), a pair at most 2*127*127 = 32258, so each group goes through madd1.
 #pragma once
 #include <cstdint>
 
@@ -48,16 +53,22 @@ inline void fill(typename X::I (&x)[R][T], typename X::I v) {
 }
 
 // Q4_0: f(r, t, lo, hi, alo, ahi) for each of a block's 4 quant vectors, split into low and
-// high nibbles, with token t's matching activation groups.
-template <class X, int R, int T, class F>
-inline void q4_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_t b, F&& f) {
+// high nibbles (each then mapped by map, IQ4_NL's level lookup), with token t's matching
+// activation groups.
+template <class X, int R, int T, class F, class Map>
+inline void q4_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_t b, F&& f,
+                      Map&& map) {
   using I = typename X::I;
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
     I v[R], lo[R], hi[R];
     load_quants<X, R>(wb, k, v);
 #pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) X::nibbles(v[r], lo[r], hi[r]);
+    for (int r = 0; r < R; ++r) {
+      X::nibbles(v[r], lo[r], hi[r]);
+      lo[r] = map(lo[r]);
+      hi[r] = map(hi[r]);
+    }
 #pragma GCC unroll 16
     for (int t = 0; t < T; ++t) {
       const I alo = X::bcast4(a[t][b].qs + 4 * k), ahi = X::bcast4(a[t][b].qs + 16 + 4 * k);
@@ -66,6 +77,20 @@ inline void q4_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_
     }
   }
 }
+
+template <class X, int R, int T, class F>
+inline void q4_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_t b, F&& f) {
+  q4_groups<X, R, T>(wb, a, b, f, [](typename X::I v) { return v; });
+}
+
+// IQ4_NL's levels as bytes, + 128 (vnni's unsigned operand) or as they are (maddubs').
+template <bool kUnsigned>
+struct Iq4Table {
+  uint8_t v[16];
+  constexpr Iq4Table() : v() {
+    for (int i = 0; i < 16; ++i) v[i] = uint8_t(kIq4Levels[i] + (kUnsigned ? 128 : 0));
+  }
+};
 
 // Q8_0: f(r, t, w, ag) for each of a block's 8 quant vectors with token t's activation group.
 template <class X, int R, int T, class F>
@@ -251,6 +276,38 @@ inline void vnni_block(const uint8_t* const* wb, const ActBlock* const* a, int64
     q8_groups<X, R, T>(wb, a, b,
                        [&](int r, int t, I w, I ag) { ia[r][t] = X::dpbusd(ia[r][t], w, ag); });
   }
+}
+
+template <class X, int R, int T>
+inline void vnni_block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                           typename X::I (&ia)[R][T]) {
+  using I = typename X::I;
+  static constexpr Iq4Table<true> kLevels;
+  const I table = X::table(kLevels.v);
+  start_lanes<X, 0, R, T>(a, b, ia);  // -corr
+  q4_groups<X, R, T>(
+      wb, a, b,
+      [&](int r, int t, I lo, I hi, I alo, I ahi) {
+        ia[r][t] = X::dpbusd(X::dpbusd(ia[r][t], lo, alo), hi, ahi);
+      },
+      [&](I n) { return X::lut(table, n); });
+}
+
+template <class X, int R, int T>
+inline void maddubs_block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                              typename X::I (&ia)[R][T]) {
+  using I = typename X::I;
+  static constexpr Iq4Table<false> kLevels;
+  const I table = X::table(kLevels.v);
+  fill<X, R, T>(ia, X::zero());
+  q4_groups<X, R, T>(
+      wb, a, b,
+      [&](int r, int t, I lo, I hi, I alo, I ahi) {
+        const I plo = X::madd1(X::maddubs(X::abs8(lo), X::sign8(alo, lo)));
+        const I phi = X::madd1(X::maddubs(X::abs8(hi), X::sign8(ahi, hi)));
+        ia[r][t] = X::add32(ia[r][t], X::add32(plo, phi));
+      },
+      [&](I n) { return X::lut(table, n); });
 }
 
 template <class X, bool kQ4, int R, int T>

@@ -14,12 +14,24 @@ namespace krafla::kernels {
 // per-block offset, the form GGUF's Q4_1 and Q4_K rows take (their per-32 scale and min) so that
 // they run at 4 bits instead of being widened to Q8_0; Q6_H holds GGUF's Q6_K rows (6 bits, a
 // scale per 16 values) at 7 bits a value and Q5_M the Q5_0, Q5_1 and Q5_K rows (5 bits, a scale
-// and an offset per 32) at 6, on the ISAs whose matmul takes them (takes(), below).
-enum class WType : int { F32 = 0, F16 = 1, Q8_0 = 2, Q4_0 = 3, Q4_M = 4, Q6_H = 5, Q5_M = 6 };
-constexpr int kWTypes = 7;  // the number of WTypes (arrays indexed by one)
-constexpr const char* kWTypeNames[kWTypes] = {"f32", "f16", "q8_0", "q4_0", "q4_m", "q6_h", "q5_m"};
+// and an offset per 32) at 6, on the ISAs whose matmul takes them (takes(), below). IQ4_NL is
+// GGUF's own block (and IQ4_XS's sub-blocks, each scale made f16): 4-bit indexes into a fixed
+// table of 16 non-uniform int8 levels.
+enum class WType : int {
+  F32 = 0,
+  F16 = 1,
+  Q8_0 = 2,
+  Q4_0 = 3,
+  Q4_M = 4,
+  Q6_H = 5,
+  Q5_M = 6,
+  IQ4_NL = 7
+};
+constexpr int kWTypes = 8;  // the number of WTypes (arrays indexed by one)
+constexpr const char* kWTypeNames[kWTypes] = {"f32",  "f16",  "q8_0", "q4_0",
+                                              "q4_m", "q6_h", "q5_m", "iq4_nl"};
 
-constexpr int kQBlock = 32;  // elements per Q8_0 / Q4_0 / Q4_M / Q6_H / Q5_M block
+constexpr int kQBlock = 32;  // elements per Q8_0 / Q4_0 / Q4_M / Q6_H / Q5_M / IQ4_NL block
 
 // ggml-compatible blocks, exactly as stored in the .mlb file.
 struct BlockQ8_0 {
@@ -52,8 +64,15 @@ struct BlockQ5_M {
   uint8_t qs[16];  // low nibbles
   uint8_t qh[4];   // top bits
 };
+// IQ4_NL: value = d * kIq4Levels[n] for the nibble n of each element, laid out as BlockQ4_0's.
+struct BlockIQ4_NL {
+  uint16_t d;      // f16 scale
+  uint8_t qs[16];  // byte j: element j (low nibble), element j+16 (high nibble)
+};
+constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                   1,    13,   25,  38,  53,  69,  89,  113};
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_M) == 20 &&
-              sizeof(BlockQ6_H) == 28 && sizeof(BlockQ5_M) == 24);
+              sizeof(BlockQ6_H) == 28 && sizeof(BlockQ5_M) == 24 && sizeof(BlockIQ4_NL) == 18);
 // The 6-bit value q of element e (0..31) of a Q6_H block.
 constexpr int q6_h_value(const BlockQ6_H& b, int e) {
   const int h = e / 16, k = (e % 16) / 4, j = e % 4;
@@ -63,6 +82,9 @@ constexpr int q6_h_value(const BlockQ6_H& b, int e) {
 
 // The 4-bit types: one nibble dot serves both (Q4_M adds m * (d_a * sum of the activations)).
 constexpr bool is_q4(WType t) { return t == WType::Q4_0 || t == WType::Q4_M; }
+// The types stored as 16 nibble bytes per block (element j low, j + 16 high), whose tiled
+// records keep Q4_0's 4 nibble vectors.
+constexpr bool is_nibble(WType t) { return is_q4(t) || t == WType::IQ4_NL; }
 // The 5-bit value q of element e (0..31) of a Q5_M block.
 constexpr int q5_m_value(const BlockQ5_M& b, int e) {
   const int h = e / 16, k = (e % 16) / 4, j = e % 4;
@@ -84,8 +106,8 @@ size_t row_bytes(WType t, int64_t cols);
   /* nullptr when the running CPU (and OS) supports this build's ISA, else the name of the         \
      first missing feature, e.g. "avx512vnni". Must itself use only baseline instructions. */      \
   const char* missing_cpu_feature();                                                               \
-  /* Whether pack/matmul take weights of type t: every type but Q6_H and Q5_M everywhere, those    \
-     where this ISA has their dots (the loader makes Q8_0 of GGUF's Q6_K and Q5 rows elsewhere).   \
+  /* Whether pack/matmul take weights of type t: every type but Q6_H, Q5_M and IQ4_NL everywhere,  \
+     those where this ISA has their dots (the loader makes Q8_0 of GGUF's rows elsewhere).         \
    */                                                                                              \
   bool takes(WType t);                                                                             \
                                                                                                    \

@@ -104,6 +104,20 @@ float dot_q5_m(const BlockQ5_M* w, const BlockQ8_0* a, int64_t cols) {
   return acc;
 }
 
+// IQ4_NL: the int dot of the levels kIq4Levels[n] scaled by d * d_a (as Q8_0's).
+float dot_iq4_nl(const BlockIQ4_NL* w, const BlockQ8_0* a, int64_t cols) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < cols / kQBlock; ++b) {
+    int32_t isum = 0;
+    for (int j = 0; j < kQBlock / 2; ++j) {
+      isum += kIq4Levels[w[b].qs[j] & 0x0f] * a[b].qs[j];
+      isum += kIq4Levels[w[b].qs[j] >> 4] * a[b].qs[j + 16];
+    }
+    acc += (f16_bits_to_f32(w[b].d) * f16_bits_to_f32(a[b].d)) * float(isum);
+  }
+  return acc;
+}
+
 // One output element. Quantized types accumulate an exact int32 dot per block and fold it into
 // a float sum block by block, acc += (d_w * d_a) * isum, which every ISA mirrors.
 float dot_row(WType t, const void* w_row, const void* a_row, int64_t cols) {
@@ -143,6 +157,9 @@ float dot_row(WType t, const void* w_row, const void* a_row, int64_t cols) {
     case WType::Q5_M:
       return dot_q5_m(static_cast<const BlockQ5_M*>(w_row), static_cast<const BlockQ8_0*>(a_row),
                       cols);
+    case WType::IQ4_NL:
+      return dot_iq4_nl(static_cast<const BlockIQ4_NL*>(w_row),
+                        static_cast<const BlockQ8_0*>(a_row), cols);
   }
   return acc;
 }
@@ -194,6 +211,17 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
         const float d = f16_bits_to_f32(w[b].d), m = f16_bits_to_f32(w[b].m);
         for (int e = 0; e < kQBlock; ++e)
           dst[b * kQBlock + e] = d * float(q5_m_value(w[b], e) - 16) + m;
+      }
+      break;
+    }
+    case WType::IQ4_NL: {
+      const BlockIQ4_NL* w = static_cast<const BlockIQ4_NL*>(src);
+      for (int64_t b = 0; b < cols / kQBlock; ++b) {
+        const float d = f16_bits_to_f32(w[b].d);
+        for (int j = 0; j < kQBlock / 2; ++j) {
+          dst[b * kQBlock + j] = d * float(kIq4Levels[w[b].qs[j] & 0x0f]);
+          dst[b * kQBlock + j + 16] = d * float(kIq4Levels[w[b].qs[j] >> 4]);
+        }
       }
       break;
     }

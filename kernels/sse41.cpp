@@ -1,6 +1,7 @@
 // SSE4.1 (+SSSE3, POPCNT) kernels: the SSE-class table of sse_table.h with SSE4.1 blends and
 // the SSSE3 pmaddubsw/pmaddwd block dot of int_dot.h (the AVX2 one, on 4-row tiles): Q4_0
-// nibbles unsigned with corr = 8*sum(a), Q8_0 signed with its sign moved to the activation.
+// nibbles unsigned with corr = 8*sum(a), Q8_0 signed with its sign moved to the activation,
+// IQ4_NL's nibbles looked up (pshufb) as signed levels, then as Q8_0.
 #include <tmmintrin.h>
 
 #include "kernels/int_dot.h"
@@ -31,6 +32,8 @@ struct XmmInt {
   static I madd1(I x) { return _mm_madd_epi16(x, _mm_set1_epi16(1)); }
   static I abs8(I x) { return _mm_abs_epi8(x); }
   static I sign8(I a, I b) { return _mm_sign_epi8(a, b); }
+  static I table(const uint8_t* v16) { return load(v16); }
+  static I lut(I table, I idx) { return _mm_shuffle_epi8(table, idx); }
   static I shl4(I v) { return _mm_slli_epi32(v, 4); }
   static I shr2(I v) { return _mm_srli_epi32(v, 2); }
   static I shr1(I v) { return _mm_srli_epi32(v, 1); }
@@ -61,6 +64,12 @@ struct Sse41Dot {
   static void block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                      __m128i (&ia)[R][T]) {
     tiled::maddubs_block5<XmmInt, R, T>(wb, a, b, ia);
+  }
+  static constexpr bool kIq4 = true;
+  template <int R, int T>
+  static void block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                        __m128i (&ia)[R][T]) {
+    tiled::maddubs_block_iq4<XmmInt, R, T>(wb, a, b, ia);
   }
 };
 

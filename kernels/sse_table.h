@@ -9,7 +9,7 @@
 //  * no FMA: acc += float(isum_b) * (d_w*d_a) per block in the row's lane with separate
 //    roundings, whatever the register tile: bitwise batch/range independence;
 //  * Q8 activations are tiled::ActBlock with corr = 8*sum(a) for Q4_0/Q4_M (unsigned nibbles)
-//    and 0 for Q8_0 (both dots take the weights' sign as it is).
+//    and 0 for Q8_0 and IQ4_NL (both dots take the weights' sign as it is).
 // Include from exactly one TU (only one kernels/<isa>.cpp is compiled in a build): it defines
 // the table entries common to both; the TU adds KRAFLA_TILED_ISA_ENTRIES with its Dot.
 // A Dot also names its decode prefetch distance, kPrefetchRecs (tile records ahead, 0: none).
@@ -219,6 +219,12 @@ struct Sse : tiled::SmallRegisterTiles<4> {
   static void block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                      __m128i (&ia)[R][T]) {
     if constexpr (kTopBits) Dot::template block5<R, T>(wb, a, b, ia);
+  }
+  static constexpr bool kIq4 = tiled::kHasIq4<Dot>;
+  template <int R, int T>
+  static void block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                        __m128i (&ia)[R][T]) {
+    if constexpr (kIq4) Dot::template block_iq4<R, T>(wb, a, b, ia);
   }
 };
 

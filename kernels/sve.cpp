@@ -12,6 +12,7 @@
 //  * Q6_H/Q5_M: two rows of kTile f16 (Q6_H's scales of values 0-15 and 16-31, Q5_M's scale
 //    and offset), 4 vectors of unsigned nibbles and the top-bit vectors (Q6_H 2, Q5_M 1), as
 //    tiled.h lays them out; the dot rebuilds q - 32 or q - 16 signed, so no activation sums.
+//  * IQ4_NL: Q4_0's record with the nibbles unsigned; svtbl looks them up as signed levels.
 //  * acc = fma(float(isum_b), d_w*d_a, acc) per block in the row's lane: the same bits for any
 //    token grouping, row range and vector length.
 // The packed layout depends on the vector length of the machine that packs; the pack cache
@@ -55,6 +56,7 @@ size_t tile_bytes(WType t, int64_t cols) {
     case WType::Q4_M:
     case WType::Q6_H:
     case WType::Q5_M:
+    case WType::IQ4_NL:
       return size_t(cols / kQBlock) * rec_bytes(t);
   }
   return 0;
@@ -68,11 +70,11 @@ void pack_row(WType t, const uint8_t* src, int64_t cols, int64_t lane, uint8_t* 
     for (int64_t c = 0; c < cols; ++c) std::memcpy(tile + (c * kt + lane) * es, src + c * es, es);
     return;
   }
-  const bool q4 = is_q4(t), q4m = t == WType::Q4_M, top = has_top_bits(t);
+  const bool q4m = t == WType::Q4_M, top = has_top_bits(t);
   const int qs = quants_offset(t);
-  const int n_vec = q4 ? 4 : t == WType::Q6_H ? 6 : t == WType::Q5_M ? 5 : 8;
+  const int n_vec = is_nibble(t) ? 4 : t == WType::Q6_H ? 6 : t == WType::Q5_M ? 5 : 8;
   const size_t src_blk = row_bytes(t, kQBlock);
-  const uint8_t flip = q4 ? 0x88 : 0x00;
+  const uint8_t flip = is_q4(t) ? 0x88 : 0x00;  // IQ4_NL's nibbles stay unsigned indexes
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
     const uint8_t* blk = src + b * src_blk;
     uint8_t* rec = tile + b * rec_bytes(t);
@@ -136,6 +138,17 @@ inline void q5_step(const uint8_t* q, int64_t gstride, svint8_t al, svint8_t ah,
   s1 = svdot_lane_s32(s1, svreinterpret_s8_u8(svsub_n_u8_x(all, hi, 16)), ah, K);
 }
 
+// IQ4_NL vector K: its nibbles looked up in the level table (16 bytes, in every 128-bit
+// segment), the low ones against activation group K of the first half, the high of the second.
+template <int K>
+inline void iq4_step(const uint8_t* q, int64_t gstride, svint8_t levels, svint8_t al, svint8_t ah,
+                     svint32_t& s0, svint32_t& s1) {
+  const svbool_t all = svptrue_b8();
+  const svuint8_t v = svld1_u8(all, q + K * gstride);
+  s0 = svdot_lane_s32(s0, svtbl_s8(levels, svand_n_u8_x(all, v, 0x0f)), al, K);
+  s1 = svdot_lane_s32(s1, svtbl_s8(levels, svlsr_n_u8_x(all, v, 4)), ah, K);
+}
+
 // The int32 sum of Q6_H half H of a record with its activation half a_h.
 template <int H>
 inline svint32_t q6_half(const uint8_t* q, int64_t gstride, svint8_t ah) {
@@ -175,6 +188,16 @@ inline svfloat32_t fold_block(svfloat32_t acc, const uint8_t* rec, svfloat32_t d
   const int8_t* q = reinterpret_cast<const int8_t*>(rec + 2 * kt);
   const svint8_t al = svld1rq_s8(all, a.qs), ah = svld1rq_s8(all, a.qs + 16);
   svint32_t s0 = svdup_n_s32(0), s1 = svdup_n_s32(0);
+  if constexpr (W == WType::IQ4_NL) {
+    const uint8_t* u = rec + 2 * kt;
+    const svint8_t levels = svld1rq_s8(all, kIq4Levels);
+    iq4_step<0>(u, 4 * kt, levels, al, ah, s0, s1);
+    iq4_step<1>(u, 4 * kt, levels, al, ah, s0, s1);
+    iq4_step<2>(u, 4 * kt, levels, al, ah, s0, s1);
+    iq4_step<3>(u, 4 * kt, levels, al, ah, s0, s1);
+    const svint32_t isum = svadd_s32_x(pw, s0, s1);
+    return svmla_f32_x(pw, acc, svcvt_f32_s32_x(pw, isum), svmul_n_f32_x(pw, dw, a.d));
+  }
   dot_step<kQ4, 0>(q, 4 * kt, al, ah, s0, s1);
   dot_step<kQ4, 1>(q, 4 * kt, al, ah, s0, s1);
   dot_step<kQ4, 2>(q, 4 * kt, al, ah, s0, s1);
@@ -362,6 +385,8 @@ void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0,
           q_tile<WType::Q6_H>(tile, cols / kQBlock, a, n, o, ld_out, store);
         } else if (t == WType::Q5_M) {
           q_tile<WType::Q5_M>(tile, cols / kQBlock, a, n, o, ld_out, store);
+        } else if (t == WType::IQ4_NL) {
+          q_tile<WType::IQ4_NL>(tile, cols / kQBlock, a, n, o, ld_out, store);
         } else {
           q_tile<WType::Q8_0>(tile, cols / kQBlock, a, n, o, ld_out, store);
         }

@@ -8,7 +8,8 @@
 //    vectors of kTile dwords, dword lane r = 4 consecutive quant bytes of row r. Q8_0 has 8
 //    such vectors (bytes 4g..4g+3, optionally xor 0x80 to make them unsigned), Q4_0 and Q4_M
 //    have 4 (stored bytes 4k..4k+3, whose low nibbles are elements 4k.. and high nibbles
-//    16+4k..); Q4_M's record ends with its kTile f16 offsets.
+//    16+4k..); Q4_M's record ends with its kTile f16 offsets. IQ4_NL's record is Q4_0's (its
+//    nibbles index the level table).
 //    A 4-byte activation broadcast then feeds one dot instruction for kTile rows, and each
 //    lane ends a block holding its own row's exact int32 sum: no horizontal reductions.
 //  * Q6_H: kTile f16 scales of each row's elements 0..15, kTile of 16..31, Q4_0's 4 nibble
@@ -103,6 +104,7 @@ struct Layout {
       case WType::Q4_M:
       case WType::Q6_H:
       case WType::Q5_M:
+      case WType::IQ4_NL:
         return size_t(cols / kQBlock) * rec_bytes(t);
     }
     return 0;
@@ -117,9 +119,10 @@ struct Layout {
         std::memcpy(tile + (c * kTile + lane) * es, src + c * es, es);
       return;
     }
-    const bool q4 = is_q4(t), q4m = t == WType::Q4_M, top = t == WType::Q6_H || t == WType::Q5_M;
+    const bool nib = is_nibble(t), q4m = t == WType::Q4_M,
+               top = t == WType::Q6_H || t == WType::Q5_M;
     // Q6_H, Q5_M: qs, then qh
-    const int n_vec = q4 ? 4 : t == WType::Q6_H ? 6 : t == WType::Q5_M ? 5 : 8;
+    const int n_vec = nib ? 4 : t == WType::Q6_H ? 6 : t == WType::Q5_M ? 5 : 8;
     const int qs = quants_offset(t);
     for (int64_t b = 0; b < cols / kQBlock; ++b) {
       const uint8_t* blk = src + b * row_bytes(t, kQBlock);  // f16 d, [f16 m/d,] the quant bytes
@@ -129,7 +132,7 @@ struct Layout {
       if (top) std::memcpy(rec + 2 * kTile + lane * 2, blk + 2, 2);  // Q6_H's d[1], Q5_M's m
       for (int g = 0; g < n_vec; ++g) {
         uint8_t* dst = rec + (top ? kTopQuants : kQuants) + g * 4 * kTile + lane * 4;
-        for (int j = 0; j < 4; ++j) dst[j] = blk[qs + 4 * g + j] ^ (q4 || top ? 0 : q8_xor);
+        for (int j = 0; j < 4; ++j) dst[j] = blk[qs + 4 * g + j] ^ (nib || top ? 0 : q8_xor);
       }
     }
   }
@@ -256,6 +259,12 @@ constexpr bool kHasTopBits = requires {
   requires P::kTopBits;
 };
 
+// Whether tile policy P has IQ4_NL's dot, P::block_iq4<R, T> (the int sums of the levels).
+template <class P>
+constexpr bool kHasIq4 = requires {
+  requires P::kIq4;
+};
+
 // The register-tile bodies, written once over the ISA's tile policy P:
 //  * P::V: the float vector traits of vec_math.h (zero, set1, load, mul, fma, store_n), with
 //    one vector = one column of a row tile (P::kTile rows);
@@ -263,7 +272,8 @@ constexpr bool kHasTopBits = requires {
 //    fills ia[r][t] with the exact int32 sum of record wb[r] (tile r, block b) with token t's
 //    block b, one lane per row, the correction a[t][b].corr already taken off;
 //    Q6_H's P::block6<h, R, T> does the same for half h of the block and Q5_M's
-//    P::block5<R, T> for the block (where kHasTopBits<P>);
+//    P::block5<R, T> for the block (where kHasTopBits<P>), IQ4_NL's P::block_iq4<R, T> likewise
+//    (where kHasIq4<P>);
 //  * P::to_f32(I), P::load_f16(p) (kTile halves: a record's scales, an F16 tile column);
 //  * P::kPrefetchRecs (0: none) and P::prefetch_q(rec, bytes), which fetches the record at rec
 //    (or its first line): the decode prefetch of the quant streams, that many records ahead;
@@ -298,6 +308,9 @@ void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const
       fold_block<P, R, T>(wb, 0, a, b, ia, acc);
       P::template block6<1, R, T>(wb, a, b, ia);
       fold_block<P, R, T>(wb, 2 * P::kTile, a, b, ia, acc);
+    } else if constexpr (W == WType::IQ4_NL) {
+      P::template block_iq4<R, T>(wb, a, b, ia);
+      fold_block<P, R, T>(wb, 0, a, b, ia, acc);
     } else if constexpr (W == WType::Q5_M) {
       P::template block5<R, T>(wb, a, b, ia);
       fold_block<P, R, T>(wb, 0, a, b, ia, acc);
@@ -338,7 +351,7 @@ void f_kernel(const uint8_t* w, size_t tbytes, int64_t cols, const float* const*
 
 template <class K, WType W, int R, int T>
 void run_tile(const MmArgs& m) {
-  if constexpr (W == WType::Q8_0 || is_q4(W) || W == WType::Q6_H || W == WType::Q5_M) {
+  if constexpr (W != WType::F32 && W != WType::F16) {
     const ActBlock* a[T];
     for (int t = 0; t < T; ++t) a[t] = reinterpret_cast<const ActBlock*>(m.act + t * m.act_bytes);
     q_kernel<K, W, R, T>(m.w, m.tbytes, m.cols / kQBlock, a, m.out, m.ld_out, m.valid);
@@ -428,6 +441,10 @@ void matmul(WType t, const void* packed, int64_t cols, int64_t r0, int64_t r1, c
       if constexpr (kHasTopBits<K>)
         return matmul_t<K, WType::Q5_M>(packed, cols, r0, r1, act, n_tok, out, ld_out);
       return;
+    case WType::IQ4_NL:
+      if constexpr (kHasIq4<K>)
+        return matmul_t<K, WType::IQ4_NL>(packed, cols, r0, r1, act, n_tok, out, ld_out);
+      return;
   }
 }
 
@@ -444,11 +461,15 @@ void matmul(WType t, const void* packed, int64_t cols, int64_t r0, int64_t r1, c
 
 // The entries that name the ISA (NAME, as cpu_missing_for spells it) and run tiled.h's driver
 // over the TU's tile policy P.
-#define KRAFLA_TILED_ISA_ENTRIES(NAME, P)                                                         \
-  const char* isa_name() { return NAME; }                                                         \
-  const char* missing_cpu_feature() { return cpu_missing_for(NAME); }                             \
-  bool takes(WType t) { return (t != WType::Q6_H && t != WType::Q5_M) || tiled::kHasTopBits<P>; } \
-  void matmul(WType t, const void* packed, int64_t, int64_t cols, int64_t r0, int64_t r1,         \
-              const void* act, int64_t n_tok, float* out, int64_t ld_out) {                       \
-    tiled::matmul<P>(t, packed, cols, r0, r1, act, n_tok, out, ld_out);                           \
+#define KRAFLA_TILED_ISA_ENTRIES(NAME, P)                                                 \
+  const char* isa_name() { return NAME; }                                                 \
+  const char* missing_cpu_feature() { return cpu_missing_for(NAME); }                     \
+  bool takes(WType t) {                                                                   \
+    return t == WType::IQ4_NL                     ? tiled::kHasIq4<P>                     \
+           : t == WType::Q6_H || t == WType::Q5_M ? tiled::kHasTopBits<P>                 \
+                                                  : true;                                 \
+  }                                                                                       \
+  void matmul(WType t, const void* packed, int64_t, int64_t cols, int64_t r0, int64_t r1, \
+              const void* act, int64_t n_tok, float* out, int64_t ld_out) {               \
+    tiled::matmul<P>(t, packed, cols, r0, r1, act, n_tok, out, ld_out);                   \
   }

@@ -160,8 +160,8 @@ void q3_k_block(const uint8_t* b, float* y) {
 // table below, its high nibble value j + 16's; value = d·level. IQ4_XS: [d f16][scales_h u16]
 // [scales_l 4][qs 128] per 256: sub-block k of 32 as IQ4_NL's bytes at qs + 16k, with the
 // 6-bit scale (nibble k % 2 of scales_l[k / 2], top bits 2k..2k+1 of scales_h) − 32 times d.
-constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                   1,    13,   25,  38,  53,  69,  89,  113};
+// The table is kernels::kIq4Levels.
+using kernels::kIq4Levels;
 
 float iq4_xs_scale(const uint8_t* b, int k) {
   uint16_t hi;
@@ -178,14 +178,32 @@ void iq4_levels(const uint8_t* qs, int8_t* y) {
   }
 }
 
-// n values of IQ4_NL or IQ4_XS as Q8_0 blocks: the levels are int8 quants, each 32 values'
-// scale an f16 (IQ4_NL's own; IQ4_XS's d·(ls − 32) rounded once).
-void iq4_to_q8_0(uint32_t type, const uint8_t* src, kernels::BlockQ8_0* dst, int64_t n);
-
 uint16_t to_half(float f) {
   uint16_t h;
   kernels::f32_to_f16(&f, &h, 1);
   return h;
+}
+
+// The f16 scale and the 16 nibble bytes of sub-block i of 32 values of IQ4_NL or IQ4_XS (IQ4_NL's
+// own scale; IQ4_XS's d·(ls − 32) rounded once).
+const uint8_t* iq4_sub_block(uint32_t type, const uint8_t* src, int64_t i, uint16_t& d) {
+  if (type == kIQ4_NL) {
+    std::memcpy(&d, src + 18 * i, 2);
+    return src + 18 * i + 2;
+  }
+  const uint8_t* b = src + 136 * (i / 8);
+  d = to_half(iq4_xs_scale(b, int(i % 8)));
+  return b + 8 + 16 * (i % 8);
+}
+
+// n values of IQ4_NL or IQ4_XS as Q8_0 blocks (the levels are int8 quants), or as IQ4_NL blocks
+// where the kernels take them.
+void iq4_to_q8_0(uint32_t type, const uint8_t* src, kernels::BlockQ8_0* dst, int64_t n) {
+  for (int64_t i = 0; i < n / 32; ++i) iq4_levels(iq4_sub_block(type, src, i, dst[i].d), dst[i].qs);
+}
+void iq4_to_iq4_nl(uint32_t type, const uint8_t* src, kernels::BlockIQ4_NL* dst, int64_t n) {
+  for (int64_t i = 0; i < n / 32; ++i)
+    std::memcpy(dst[i].qs, iq4_sub_block(type, src, i, dst[i].d), 16);
 }
 
 // One Q4_M block of value d·q + min (q = 0..15), q[l] its 32 nibbles.
@@ -206,19 +224,6 @@ kernels::BlockQ5_M q5_m_block(float d, float min, const uint8_t* q) {
   for (int e = 0; e < 32; ++e)  // e = 16h + 4k + j: bit 4h + k of qh[j]
     b.qh[e % 4] |= uint8_t((q[e] >> 4) << (4 * (e / 16) + (e % 16) / 4));
   return b;
-}
-
-void iq4_to_q8_0(uint32_t type, const uint8_t* src, kernels::BlockQ8_0* dst, int64_t n) {
-  for (int64_t i = 0; i < n / 32; ++i) {
-    if (type == kIQ4_NL) {
-      std::memcpy(&dst[i].d, src + 18 * i, 2);
-      iq4_levels(src + 18 * i + 2, dst[i].qs);
-    } else {
-      const uint8_t* b = src + 136 * (i / 8);
-      dst[i].d = to_half(iq4_xs_scale(b, int(i % 8)));
-      iq4_levels(b + 8 + 16 * (i % 8), dst[i].qs);
-    }
-  }
 }
 
 // One Q6_H block of value d[l / 16]·(q[l] − 32), q[l] (0..63) its 32 values.
@@ -308,6 +313,8 @@ kernels::WType gguf_rewrite_type(uint32_t type) {
   if ((type == kQ6_K || type == kQ3_K) && kernels::takes(kernels::WType::Q6_H))
     return kernels::WType::Q6_H;
   if (gguf_has_q5_m(type)) return kernels::WType::Q5_M;
+  if ((type == kIQ4_NL || type == kIQ4_XS) && kernels::takes(kernels::WType::IQ4_NL))
+    return kernels::WType::IQ4_NL;
   return kernels::WType::Q8_0;
 }
 
@@ -321,6 +328,8 @@ void gguf_rewrite_rows(uint32_t type, const uint8_t* src, uint64_t in_row, int64
     } else if (gguf_rewrite_type(type) == kernels::WType::Q6_H) {
       auto* out = reinterpret_cast<kernels::BlockQ6_H*>(dst);
       type == kQ6_K ? gguf_q6_k_to_q6_h(src, out, cols) : gguf_q3_k_to_q6_h(src, out, cols);
+    } else if (gguf_rewrite_type(type) == kernels::WType::IQ4_NL) {
+      iq4_to_iq4_nl(type, src, reinterpret_cast<kernels::BlockIQ4_NL*>(dst), cols);
     } else if (type == kIQ4_NL || type == kIQ4_XS) {
       iq4_to_q8_0(type, src, reinterpret_cast<kernels::BlockQ8_0*>(dst), cols);
     } else if (gguf_has_q5_m(type)) {

@@ -32,6 +32,8 @@ WType matrix_type(const TensorView& t, const std::string& path) {
       return WType::Q6_H;
     case DType::Q5_M:
       return WType::Q5_M;
+    case DType::IQ4_NL:
+      return WType::IQ4_NL;
     default:
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, which a weight matrix cannot have",
                               path, t.name, dtype_name(t.dtype)));

@@ -134,19 +134,21 @@ def case_gguf_q4(a, model: str) -> None:
     Q8_0's limit holds. q4_k_m adds Q6_K (the embedding, output, attn_v, ffn_down; Q6_H for
     the matmuls on the builds whose kernels take it, requantized to Q8_0 on the others, decoded
     exactly from the file's bytes for the embedding's row lookups, tied or not). Q3_K (as Q6_H
-    where Q6_K is), IQ4_NL and IQ4_XS (as Q8_0 with the levels as quants) hold the same limit
-    against numpy's decoding of their blocks. The pack cache gives the same bits."""
+    where Q6_K is), IQ4_NL and IQ4_XS (as IQ4_NL, or as Q8_0 with the levels as quants where the
+    build lacks IQ4_NL's dot) hold the same limit against numpy's decoding of their blocks. The
+    pack cache gives the same bits."""
     ids = prompt_ids(a.work, model)
     with open(os.path.join(a.bin, "CMakeCache.txt")) as f:
         isa = re.search(r"^KRAFLA_ISA:STRING=(\w+)$", f.read(), re.M).group(1)
     q6 = "q8_0" if isa == "sse2" else "q6_h"
+    iq4 = "q8_0" if isa == "sse2" else "iq4_nl"
     src = mlb(a.work, model, "f32")
     # --quant: the ffn/attn type of the load line (None: mixed), the matrices' types, and the
     # file's types ml_tok info names for them (None: Q8_0, run as it is)
     expect = {
         "q3_k": (None, {q6, "q4_m"}, {"Q3_K", "Q4_1"}),
-        "iq4_nl": ("q8_0", {"q8_0"}, {"IQ4_NL"}),
-        "iq4_xs": ("q8_0", {"q8_0"}, {"IQ4_XS", "IQ4_NL"}),
+        "iq4_nl": (iq4, {iq4}, {"IQ4_NL"}),
+        "iq4_xs": (iq4, {iq4}, {"IQ4_XS", "IQ4_NL"}),
         "q4_k": ("q4_m", {"q4_m"}, {"Q4_K", "Q4_1"}),
         "q4_k_m": ("q4_m", {"q4_m", q6, "q8_0"}, {"Q4_K", "Q4_1", "Q6_K", None}),
         "q4_1": ("q4_m", {"q4_m"}, {"Q4_1"}),

@@ -167,6 +167,49 @@ TEST(Matmul, Q6_H) {
     GTEST_SKIP() << isa_name() << " does not take Q6_H (the loader makes Q8_0)";
   check_type(WType::Q6_H);
 }
+TEST(Matmul, IQ4_NL) {
+  if (!takes(WType::IQ4_NL))
+    GTEST_SKIP() << isa_name() << " does not take IQ4_NL (the loader makes Q8_0)";
+  check_type(WType::IQ4_NL);
+}
+
+// IQ4_NL's dot is Q8_0's on the looked-up levels (the same exact int sums, the same fold): the
+// matmul of a matrix equals, bit for bit, that of its Q8_0 blocks of the same d with the levels
+// as quants, written here from GGUF's level table.
+TEST(Matmul, Iq4NlIsQ8_0OfItsLevels) {
+  if (!takes(WType::IQ4_NL)) GTEST_SKIP() << isa_name() << " does not take IQ4_NL";
+  constexpr int8_t kGgufLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                      1,    13,   25,  38,  53,  69,  89,  113};
+  std::mt19937 rng(77);
+  for (int64_t rows : {5, 33, 64}) {
+    for (int64_t cols : {32, 96, 2048}) {
+      SCOPED_TRACE(testing::Message() << "rows=" << rows << " cols=" << cols);
+      const auto w = random_weights(rng, WType::IQ4_NL, rows, cols);
+      std::vector<uint8_t> q8(row_bytes(WType::Q8_0, cols) * rows);
+      const auto* src = reinterpret_cast<const BlockIQ4_NL*>(w.data());
+      auto* dst = reinterpret_cast<BlockQ8_0*>(q8.data());
+      for (int64_t b = 0; b < rows * cols / kQBlock; ++b) {
+        dst[b].d = src[b].d;
+        for (int j = 0; j < 16; ++j) {
+          dst[b].qs[j] = kGgufLevels[src[b].qs[j] & 15];
+          dst[b].qs[j + 16] = kGgufLevels[src[b].qs[j] >> 4];
+        }
+      }
+      const int64_t n_tok = 9;
+      const auto x = random_floats(rng, cols * n_tok, -2.0f, 2.0f);
+      const Prepared pi = prepare(kIsa, WType::IQ4_NL, w, rows, cols, x, n_tok);
+      const Prepared p8 = prepare(kIsa, WType::Q8_0, q8, rows, cols, x, n_tok);
+      for (int64_t n : {int64_t(1), n_tok}) {  // decode's and prefill's register tiles
+        std::vector<float> yi(rows * n), y8(rows * n);
+        matmul(WType::IQ4_NL, pi.packed.data(), rows, cols, 0, rows, pi.act.data(), n, yi.data(),
+               rows);
+        matmul(WType::Q8_0, p8.packed.data(), rows, cols, 0, rows, p8.act.data(), n, y8.data(),
+               rows);
+        EXPECT_EQ(0, std::memcmp(yi.data(), y8.data(), yi.size() * sizeof(float))) << "n=" << n;
+      }
+    }
+  }
+}
 
 TEST(Matmul, RowTileAndSizes) {
   EXPECT_GE(row_tile(), 1);
@@ -179,8 +222,10 @@ TEST(Matmul, RowTileAndSizes) {
   EXPECT_EQ(row_bytes(WType::Q4_M, 64), 40u);
   EXPECT_EQ(row_bytes(WType::Q6_H, 64), 56u);
   EXPECT_EQ(row_bytes(WType::Q5_M, 64), 48u);
+  EXPECT_EQ(row_bytes(WType::IQ4_NL, 64), 36u);
   for (WType t : kTypes) EXPECT_TRUE(takes(t)) << type_name(t);
-  EXPECT_TRUE(scalar::takes(WType::Q6_H) && scalar::takes(WType::Q5_M));
+  EXPECT_TRUE(scalar::takes(WType::Q6_H) && scalar::takes(WType::Q5_M) &&
+              scalar::takes(WType::IQ4_NL));
   EXPECT_EQ(takes(WType::Q6_H), takes(WType::Q5_M));
   EXPECT_EQ(row_bytes(WType::F16, 64), 128u);
   EXPECT_EQ(row_bytes(WType::F32, 64), 256u);

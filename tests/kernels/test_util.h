@@ -41,6 +41,7 @@ inline std::vector<uint8_t> random_weights(std::mt19937& rng, WType t, int64_t r
         }
         break;
       case WType::Q4_0:
+      case WType::IQ4_NL:  // the same bytes; IQ4_NL's nibbles index its levels
         for (int64_t b = 0; b < nb; ++b) {
           auto& blk = reinterpret_cast<BlockQ4_0*>(row)[b];
           blk.d = f32_to_f16_bits(0.001f + 0.01f * std::fabs(u(rng)));
@@ -95,6 +96,8 @@ inline const char* type_name(WType t) {
       return "Q6_H";
     case WType::Q5_M:
       return "Q5_M";
+    case WType::IQ4_NL:
+      return "IQ4_NL";
   }
   return "?";
 }

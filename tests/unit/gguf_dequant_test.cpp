@@ -331,15 +331,21 @@ TEST(GgufDequant, Iq4NlAndXs) {
   for (int v = 0; v < 256; ++v)
     EXPECT_EQ(y[size_t(v)], 0.5f * float((ls(v / 32) - 32) * kLevels[iq4_nib(v)])) << v;
 
-  // What the import runs them as: Q8_0 blocks whose quants are the levels, exactly.
+  // What the import runs them as: IQ4_NL blocks where the kernels take them, else Q8_0 blocks
+  // whose quants are the levels; either way the same values exactly (the scales here are f16).
+  const bool iq4 = kernels::takes(kernels::WType::IQ4_NL);
+  const auto as = iq4 ? kernels::WType::IQ4_NL : kernels::WType::Q8_0;
   for (auto [type, src] : {std::pair{20u, &nl}, std::pair{23u, &xs}}) {
     const int n = type == 20 ? 64 : 256;
-    ASSERT_EQ(gguf_rewrite_type(type), kernels::WType::Q8_0);
-    std::vector<kernels::BlockQ8_0> q8(static_cast<size_t>(n / 32));
-    gguf_rewrite_rows(type, src->data(), src->size(), n, 1, reinterpret_cast<uint8_t*>(q8.data()));
+    ASSERT_EQ(gguf_rewrite_type(type), as);
+    std::vector<uint8_t> out(kernels::row_bytes(as, n));
+    gguf_rewrite_rows(type, src->data(), src->size(), n, 1, out.data());
     std::vector<float> got(static_cast<size_t>(n));
-    kernels::scalar::dequantize_row(kernels::WType::Q8_0, q8.data(), got.data(), n);
+    kernels::scalar::dequantize_row(as, out.data(), got.data(), n);
     EXPECT_EQ(got, decode(type, *src, n)) << type;
+    if (type == 20 && iq4) {
+      EXPECT_EQ(out, *src);  // IQ4_NL's blocks as they are
+    }
   }
   const bool q6 = kernels::takes(kernels::WType::Q6_H);
   EXPECT_EQ(gguf_rewrite_type(11), q6 ? kernels::WType::Q6_H : kernels::WType::Q8_0);
