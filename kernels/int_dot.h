@@ -92,6 +92,14 @@ struct Iq4Table {
   }
 };
 
+// IQ4_NL: q4_groups with each nibble looked up as its level (+ 128 where kUnsigned).
+template <class X, bool kUnsigned, int R, int T, class F>
+inline void iq4_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_t b, F&& f) {
+  static constexpr Iq4Table<kUnsigned> kLevels;
+  const typename X::I table = X::table(kLevels.v);
+  q4_groups<X, R, T>(wb, a, b, f, [&](typename X::I n) { return X::lut(table, n); });
+}
+
 // Q8_0: f(r, t, w, ag) for each of a block's 8 quant vectors with token t's activation group.
 template <class X, int R, int T, class F>
 inline void q8_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_t b, F&& f) {
@@ -282,32 +290,22 @@ template <class X, int R, int T>
 inline void vnni_block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                            typename X::I (&ia)[R][T]) {
   using I = typename X::I;
-  static constexpr Iq4Table<true> kLevels;
-  const I table = X::table(kLevels.v);
   start_lanes<X, 0, R, T>(a, b, ia);  // -corr
-  q4_groups<X, R, T>(
-      wb, a, b,
-      [&](int r, int t, I lo, I hi, I alo, I ahi) {
-        ia[r][t] = X::dpbusd(X::dpbusd(ia[r][t], lo, alo), hi, ahi);
-      },
-      [&](I n) { return X::lut(table, n); });
+  iq4_groups<X, true, R, T>(wb, a, b, [&](int r, int t, I lo, I hi, I alo, I ahi) {
+    ia[r][t] = X::dpbusd(X::dpbusd(ia[r][t], lo, alo), hi, ahi);
+  });
 }
 
 template <class X, int R, int T>
 inline void maddubs_block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                               typename X::I (&ia)[R][T]) {
   using I = typename X::I;
-  static constexpr Iq4Table<false> kLevels;
-  const I table = X::table(kLevels.v);
   fill<X, R, T>(ia, X::zero());
-  q4_groups<X, R, T>(
-      wb, a, b,
-      [&](int r, int t, I lo, I hi, I alo, I ahi) {
-        const I plo = X::madd1(X::maddubs(X::abs8(lo), X::sign8(alo, lo)));
-        const I phi = X::madd1(X::maddubs(X::abs8(hi), X::sign8(ahi, hi)));
-        ia[r][t] = X::add32(ia[r][t], X::add32(plo, phi));
-      },
-      [&](I n) { return X::lut(table, n); });
+  iq4_groups<X, false, R, T>(wb, a, b, [&](int r, int t, I lo, I hi, I alo, I ahi) {
+    const I plo = X::madd1(X::maddubs(X::abs8(lo), X::sign8(alo, lo)));
+    const I phi = X::madd1(X::maddubs(X::abs8(hi), X::sign8(ahi, hi)));
+    ia[r][t] = X::add32(ia[r][t], X::add32(plo, phi));
+  });
 }
 
 template <class X, bool kQ4, int R, int T>
