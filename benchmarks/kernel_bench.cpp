@@ -29,7 +29,7 @@ std::vector<uint8_t> stored_weights(WType t, int64_t rows, int64_t cols) {
     for (size_t off = 0; off < w.size(); off += blk) {
       const uint16_t d = f32_to_f16_bits(0.01f);
       std::memcpy(&w[off], &d, 2);
-      if (t == WType::Q4_M || t == WType::Q6_H || t == WType::Q5_M)
+      if (t == WType::Q4_M || t == WType::Q6_H || t == WType::Q5_M || t == WType::Q3_H)
         std::memcpy(&w[off + 2], &d, 2);  // m, d[1]
     }
   } else if (t == WType::F16) {
@@ -237,6 +237,7 @@ BENCHMARK_CAPTURE(bm_matmul, Q8_0, WType::Q8_0)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, Q6_H, WType::Q6_H)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, Q5_M, WType::Q5_M)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, IQ4_NL, WType::IQ4_NL)->Apply(shapes);
+BENCHMARK_CAPTURE(bm_matmul, Q3_H, WType::Q3_H)->Apply(shapes);
 BENCHMARK_CAPTURE(bm_matmul, F16, WType::F16)
     ->Args({2048, 2048, 1})
     ->Args({2048, 2048, 128})

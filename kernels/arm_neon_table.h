@@ -12,6 +12,7 @@
 //    shift (and a mask or arithmetic shift) gives the signed value: no activation block sums.
 //  * Q6_H/Q5_M: tiled.h's records (dword lanes, unsigned nibbles, then the top-bit vectors) in
 //    every arrangement; the dots rebuild q and subtract 32 or 16, so again no block sums.
+//  * Q3_H: tiled.h's records (dword lanes, bit pairs, top bits); the dots rebuild q - 4.
 //  * IQ4_NL: tiled.h's Q4_0 records (dword lanes, unsigned nibbles) in every arrangement; the
 //    dots look the nibbles up as signed levels (vqtbl1q_s8, ARMv7 vtbl2_s8): no block sums.
 //  * Every ISA's block dot ("Dot" below) produces each (row, token)'s exact int32 block sum in
@@ -163,6 +164,21 @@ inline void q5_quants(const uint8_t* rec, int8x16_t& lo, int8x16_t& hi) {
   hi = vreinterpretq_s8_u8(vsubq_u8(qh, sixteen));
 }
 
+// Q3_H half H, group K of the record at rec as signed q - 4 (-4..3): bits 2K, 2K+1 of quant
+// vector H with bit 4H + K of the top-bit vector as bit 2.
+template <int H, int K>
+inline int8x16_t q3_quants(const uint8_t* rec) {
+  const uint8x16_t v = vld1q_u8(rec + L::kTopQuants + 4 * kTile * H);
+  const uint8x16_t top = vld1q_u8(rec + L::kTopQuants + 4 * kTile * 2);
+  constexpr int kP = 4 * H + K;  // the top bit's position
+  uint8x16_t lo = v, t = top;
+  if constexpr (K > 0) lo = vshrq_n_u8(v, 2 * K);
+  if constexpr (kP < 2) t = vshlq_n_u8(top, 2 - kP);
+  if constexpr (kP > 2) t = vshrq_n_u8(top, kP - 2);
+  const uint8x16_t q = vorrq_u8(vandq_u8(lo, vdupq_n_u8(0x03)), vandq_u8(t, vdupq_n_u8(0x04)));
+  return vreinterpretq_s8_u8(vsubq_u8(q, vdupq_n_u8(4)));
+}
+
 // IQ4_NL quant vector K of the record at rec (Q4_0's layout, unsigned nibbles) as its signed
 // levels: lo for the low nibbles (elements 4K..), hi for the high ones (16+4K..).
 template <int K>
@@ -193,18 +209,16 @@ struct SdotTopBits {
   template <int H, int R, int T>
   static void block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                      int32x4_t (&isum)[R][T]) {
-    int8x16_t al[T], ah[T];
-    halves(a, b, al, ah);
-    zero(isum);
-    each_vector([&](auto k) {
-      constexpr int K = decltype(k)::value;
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) {
-        const int8x16_t w = q6_quants<H, K>(wb[r]);
-#pragma GCC unroll 16
-        for (int t = 0; t < T; ++t)
-          isum[r][t] = vdotq_laneq_s32(isum[r][t], w, H ? ah[t] : al[t], K);
-      }
+    half_block<H, R, T>(wb, a, b, isum, [](auto k, const uint8_t* rec) {
+      return q6_quants<H, decltype(k)::value>(rec);
+    });
+  }
+  static constexpr bool kQ3 = true;
+  template <int H, int R, int T>
+  static void block3(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     int32x4_t (&isum)[R][T]) {
+    half_block<H, R, T>(wb, a, b, isum, [](auto k, const uint8_t* rec) {
+      return q3_quants<H, decltype(k)::value>(rec);
     });
   }
   template <int R, int T>
@@ -224,6 +238,25 @@ struct SdotTopBits {
   }
 
  protected:
+  // Q6_H, Q3_H half H: make(k, rec) gives vector k of the half of the record at rec as signed
+  // values (elements 16H + 4k..).
+  template <int H, int R, int T, class Make>
+  static void half_block(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                         int32x4_t (&isum)[R][T], Make&& make) {
+    int8x16_t al[T], ah[T];
+    halves(a, b, al, ah);
+    zero(isum);
+    each_vector([&](auto k) {
+      constexpr int K = decltype(k)::value;
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) {
+        const int8x16_t w = make(k, wb[r]);
+#pragma GCC unroll 16
+        for (int t = 0; t < T; ++t)
+          isum[r][t] = vdotq_laneq_s32(isum[r][t], w, H ? ah[t] : al[t], K);
+      }
+    });
+  }
   // Q5_M, IQ4_NL: make(k, rec, lo, hi) gives vector k of the record at rec as signed values, its
   // low nibbles' (elements 4k..) and its high nibbles' (16+4k..).
   template <int R, int T, class Make>
@@ -281,7 +314,7 @@ template <bool kPairs>
 void pack_tiles(WType t, const void* src, int64_t rows, int64_t cols, int64_t r0, int64_t r1,
                 void* dst) {
   if (t == WType::F32 || t == WType::F16 || t == WType::Q6_H || t == WType::Q5_M ||
-      t == WType::IQ4_NL)
+      t == WType::IQ4_NL || t == WType::Q3_H)
     return L::pack(t, src, rows, cols, r0, r1, 0, dst);
   const bool q4 = is_q4(t), q4m = t == WType::Q4_M;
   const int nq = q4 ? 16 : 32, qs = quants_offset(t);  // quant bytes; their offset in a block
@@ -367,24 +400,16 @@ struct MullDot {
   template <int H, int R, int T>
   static void block6(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                      int32x4_t (&isum)[R][T]) {
-    int16x8_t pl[R][T], ph[R][T];
-    zero16(pl, ph);
-    each_vector([&](auto k) {
-      constexpr int K = decltype(k)::value;
-      int8x16_t w[R];
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) w[r] = q6_quants<H, K>(wb[r]);
-#pragma GCC unroll 16
-      for (int t = 0; t < T; ++t) {
-        const int8x8_t ag = dup4(a[t][b].qs + 16 * H + 4 * K);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) {
-          pl[r][t] = vmlal_s8(pl[r][t], vget_low_s8(w[r]), ag);
-          ph[r][t] = vmlal_s8(ph[r][t], vget_high_s8(w[r]), ag);
-        }
-      }
-    });
-    widen_pairs(pl, ph, isum);
+    half_block<H, R, T>(a, b, isum,
+                        [&](auto k, int r) { return q6_quants<H, decltype(k)::value>(wb[r]); });
+  }
+  // Q3_H half H: 4 products of at most 4*128 = 512 per int16 lane.
+  static constexpr bool kQ3 = true;
+  template <int H, int R, int T>
+  static void block3(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     int32x4_t (&isum)[R][T]) {
+    half_block<H, R, T>(a, b, isum,
+                        [&](auto k, int r) { return q3_quants<H, decltype(k)::value>(wb[r]); });
   }
   template <int R, int T>
   static void block5(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
@@ -428,6 +453,30 @@ struct MullDot {
   }
 
  private:
+  // Q6_H, Q3_H half H: make(k, r) gives tile r's vector k of the half as signed values, which
+  // meet activation group 4H + k.
+  template <int H, int R, int T, class Make>
+  static void half_block(const ActBlock* const* a, int64_t b, int32x4_t (&isum)[R][T],
+                         Make&& make) {
+    int16x8_t pl[R][T], ph[R][T];
+    zero16(pl, ph);
+    each_vector([&](auto k) {
+      constexpr int K = decltype(k)::value;
+      int8x16_t w[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) w[r] = make(k, r);
+#pragma GCC unroll 16
+      for (int t = 0; t < T; ++t) {
+        const int8x8_t ag = dup4(a[t][b].qs + 16 * H + 4 * K);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) {
+          pl[r][t] = vmlal_s8(pl[r][t], vget_low_s8(w[r]), ag);
+          ph[r][t] = vmlal_s8(ph[r][t], vget_high_s8(w[r]), ag);
+        }
+      }
+    });
+    widen_pairs(pl, ph, isum);
+  }
   // Q4_0, Q5_M: make(k, r, lo, hi) gives tile r's vector k as signed values, its low nibbles'
   // (elements 4k..) and its high nibbles' (16+4k..), which meet activation groups k and 4 + k.
   template <int R, int T, class Make>
@@ -546,6 +595,12 @@ struct Tiled : tiled::SmallRegisterTiles<Dot::kDecodeTiles> {
   static void block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                         int32x4_t (&isum)[R][T]) {
     if constexpr (kIq4) Dot::template block_iq4<R, T>(wb, a, b, isum);
+  }
+  static constexpr bool kQ3 = tiled::kHasQ3<Dot>;
+  template <int h, int R, int T>
+  static void block3(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     int32x4_t (&isum)[R][T]) {
+    if constexpr (kQ3) Dot::template block3<h, R, T>(wb, a, b, isum);
   }
 };
 

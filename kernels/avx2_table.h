@@ -218,6 +218,18 @@ struct YmmInt {
   static I shl4(I v) { return _mm256_slli_epi32(v, 4); }
   static I shr2(I v) { return _mm256_srli_epi32(v, 2); }
   static I shr1(I v) { return _mm256_srli_epi32(v, 1); }
+  template <int N>
+  static I srl32(I v) {
+    return _mm256_srli_epi32(v, N);
+  }
+  template <int N>
+  static I sll32(I v) {
+    return _mm256_slli_epi32(v, N);
+  }
+  static I three(I lo, I top) {  // (lo & 0x03) | (top & 0x04)
+    return _mm256_or_si256(_mm256_and_si256(lo, _mm256_set1_epi8(0x03)),
+                           _mm256_and_si256(top, _mm256_set1_epi8(0x04)));
+  }
   static I five(I nib, I top) {  // nib | (top & 0x10)
     return _mm256_or_si256(nib, _mm256_and_si256(top, _mm256_set1_epi8(0x10)));
   }
@@ -275,6 +287,16 @@ struct Avx2 : tiled::SmallRegisterTiles<4>, tiled::StreamPrefetch<8> {
       tiled::vnni_block_iq4<YmmInt, R, T>(wb, a, b, ia);
     } else {
       tiled::maddubs_block_iq4<YmmInt, R, T>(wb, a, b, ia);
+    }
+  }
+  static constexpr bool kQ3 = true;
+  template <int h, int R, int T>
+  static void block3(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     __m256i (&ia)[R][T]) {
+    if constexpr (kVnni) {
+      tiled::vnni_block3<YmmInt, h, R, T>(wb, a, b, ia);
+    } else {
+      tiled::maddubs_block3<YmmInt, h, R, T>(wb, a, b, ia);
     }
   }
 };

@@ -337,6 +337,18 @@ struct ZmmInt {
   static I shl4(I v) { return _mm512_slli_epi32(v, 4); }
   static I shr2(I v) { return _mm512_srli_epi32(v, 2); }
   static I shr1(I v) { return _mm512_srli_epi32(v, 1); }
+  template <int N>
+  static I srl32(I v) {
+    return _mm512_srli_epi32(v, N);
+  }
+  template <int N>
+  static I sll32(I v) {
+    return _mm512_slli_epi32(v, N);
+  }
+  static I three(I lo, I top) {  // (lo & 0x03) | (top & 0x04)
+    return _mm512_ternarylogic_epi32(lo, _mm512_and_si512(top, _mm512_set1_epi8(0x04)),
+                                     _mm512_set1_epi8(0x03), 0xec);
+  }
   static I five(I nib, I top) {  // nib | (top & 0x10)
     return _mm512_ternarylogic_epi32(nib, top, _mm512_set1_epi8(0x10), 0xf8);
   }
@@ -378,6 +390,12 @@ struct Avx512 : tiled::StreamPrefetch<8> {
   static void block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                         __m512i (&ia)[R][T]) {
     tiled::vnni_block_iq4<ZmmInt, R, T>(wb, a, b, ia);
+  }
+  static constexpr bool kQ3 = true;
+  template <int h, int R, int T>
+  static void block3(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     __m512i (&ia)[R][T]) {
+    tiled::vnni_block3<ZmmInt, h, R, T>(wb, a, b, ia);
   }
 };
 

@@ -32,6 +32,8 @@ size_t row_bytes(WType t, int64_t cols) {
       return size_t(cols / kQBlock) * sizeof(BlockQ5_M);
     case WType::IQ4_NL:
       return size_t(cols / kQBlock) * sizeof(BlockIQ4_NL);
+    case WType::Q3_H:
+      return size_t(cols / kQBlock) * sizeof(BlockQ3_H);
   }
   return 0;
 }

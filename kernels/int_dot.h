@@ -24,6 +24,10 @@
 // Q5_M (vnni_block5, maddubs_block5; X also supplies shr1, five): the 4 vectors' nibbles with
 // bit 4 from the top-bit vector, q = 0..31 unsigned, the lane starting at -corr = -16*sum(a);
 // maddubs pairs are at most 2*31*127 = 7874, so a vector's two (low, high) twice sum in int16.
+// Q3_H (vnni_block3, maddubs_block3; X also supplies srl32<N>, sll32<N> and three): half h of a
+// block as Q6_H's, q = 0..7 unsigned from the bit pairs of quant vector h and the top-bit vector,
+// the lane starting at -corr (h = 0) or -corr_hi: both 4 * the half's activation sum. maddubs
+// pairs are at most 2*7*127 = 1778, so a half's four sum in int16.
 // IQ4_NL (vnni_block_iq4, maddubs_block_iq4; X also supplies table(levels), a vector of the 16
 // bytes in every 128-bit lane, and lut(table, nibbles), a byte shuffle): Q4_0's nibbles looked up
 // as levels. vnni takes level + 128 (unsigned, the lane starts at -corr = -128*sum(a), as
@@ -152,7 +156,51 @@ inline void q6_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_
   }
 }
 
-// Q6_H, Q5_M: the lanes start at -corr (Q6_H half 0, Q5_M) or -corr_hi (Q6_H half 1).
+// Q3_H half h, group k: f(r, t, q, ag) with q the 3-bit values of elements 16h + 4k.. (bits 2k,
+// 2k+1 of v, the half's quant vector, and bit 4h + k of top, moved to bit 2) and ag token t's
+// activation group.
+template <class X, int h, int k, int R, int T, class F>
+inline void q3_group(const typename X::I (&v)[R], const typename X::I (&top)[R],
+                     const ActBlock* const* a, int64_t b, F& f) {
+  using I = typename X::I;
+  constexpr int p = 4 * h + k;  // the top bit's position in its byte
+  I q[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    I lo = v[r], t2 = top[r];
+    if constexpr (k > 0) lo = X::template srl32<2 * k>(v[r]);
+    if constexpr (p < 2) {
+      t2 = X::template sll32<2 - p>(top[r]);
+    } else if constexpr (p > 2) {
+      t2 = X::template srl32<p - 2>(top[r]);
+    }
+    q[r] = X::three(lo, t2);
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < T; ++t) {
+    const I ag = X::bcast4(a[t][b].qs + 16 * h + 4 * k);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) f(r, t, q[r], ag);
+  }
+}
+
+template <class X, int h, int R, int T, class F>
+inline void q3_groups(const uint8_t* const* wb, const ActBlock* const* a, int64_t b, F&& f) {
+  using I = typename X::I;
+  constexpr size_t kVec = 4 * X::kTile, kOff = Layout<X::kTile>::kTopQuants;
+  I v[R], top[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) {
+    v[r] = X::load(wb[r] + kOff + h * kVec);
+    top[r] = X::load(wb[r] + kOff + 2 * kVec);
+  }
+  q3_group<X, h, 0, R, T>(v, top, a, b, f);
+  q3_group<X, h, 1, R, T>(v, top, a, b, f);
+  q3_group<X, h, 2, R, T>(v, top, a, b, f);
+  q3_group<X, h, 3, R, T>(v, top, a, b, f);
+}
+
+// Q6_H, Q5_M, Q3_H: the lanes start at -corr (half 0, Q5_M) or -corr_hi (half 1).
 template <class X, int h, int R, int T>
 inline void start_lanes(const ActBlock* const* a, int64_t b, typename X::I (&ia)[R][T]) {
 #pragma GCC unroll 16
@@ -170,6 +218,15 @@ inline void vnni_block6(const uint8_t* const* wb, const ActBlock* const* a, int6
   start_lanes<X, h, R, T>(a, b, ia);
   q6_groups<X, h, 0, 4, R, T>(
       wb, a, b, [&](int r, int t, I q, I ag) { ia[r][t] = X::dpbusd(ia[r][t], q, ag); });
+}
+
+template <class X, int h, int R, int T>
+inline void vnni_block3(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                        typename X::I (&ia)[R][T]) {
+  using I = typename X::I;
+  start_lanes<X, h, R, T>(a, b, ia);
+  q3_groups<X, h, R, T>(wb, a, b,
+                        [&](int r, int t, I q, I ag) { ia[r][t] = X::dpbusd(ia[r][t], q, ag); });
 }
 
 // ia += the int16 pair sums of s16, widened (the maddubs dots' step between vector pairs).
@@ -196,6 +253,20 @@ inline void maddubs_block6(const uint8_t* const* wb, const ActBlock* const* a, i
   widen<X, R, T>(s16, ia);
   fill<X, R, T>(s16, X::zero());
   q6_groups<X, h, 2, 4, R, T>(wb, a, b, step);
+  widen<X, R, T>(s16, ia);
+}
+
+// The half's four groups' products (pairs <= 1778) sum in int16, then widen.
+template <class X, int h, int R, int T>
+inline void maddubs_block3(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                           typename X::I (&ia)[R][T]) {
+  using I = typename X::I;
+  start_lanes<X, h, R, T>(a, b, ia);
+  I s16[R][T];
+  fill<X, R, T>(s16, X::zero());
+  q3_groups<X, h, R, T>(wb, a, b, [&](int r, int t, I q, I ag) {
+    s16[r][t] = X::add16(s16[r][t], X::maddubs(q, ag));
+  });
   widen<X, R, T>(s16, ia);
 }
 

@@ -14,7 +14,8 @@ namespace krafla::kernels {
 // per-block offset, the form GGUF's Q4_1 and Q4_K rows take (their per-32 scale and min) so that
 // they run at 4 bits instead of being widened to Q8_0; Q6_H holds GGUF's Q6_K rows (6 bits, a
 // scale per 16 values) at 7 bits a value and Q5_M the Q5_0, Q5_1 and Q5_K rows (5 bits, a scale
-// and an offset per 32) at 6, on the ISAs whose matmul takes them (takes(), below). IQ4_NL is
+// and an offset per 32) at 6, Q3_H GGUF's Q3_K rows (3 bits, a scale per 16 values) at 4, on the
+// ISAs whose matmul takes them (takes(), below). IQ4_NL is
 // GGUF's own block (and IQ4_XS's sub-blocks, each scale made f16): 4-bit indexes into a fixed
 // table of 16 non-uniform int8 levels.
 enum class WType : int {
@@ -25,13 +26,14 @@ enum class WType : int {
   Q4_M = 4,
   Q6_H = 5,
   Q5_M = 6,
-  IQ4_NL = 7
+  IQ4_NL = 7,
+  Q3_H = 8
 };
-constexpr int kWTypes = 8;  // the number of WTypes (arrays indexed by one)
-constexpr const char* kWTypeNames[kWTypes] = {"f32",  "f16",  "q8_0", "q4_0",
-                                              "q4_m", "q6_h", "q5_m", "iq4_nl"};
+constexpr int kWTypes = 9;  // the number of WTypes (arrays indexed by one)
+constexpr const char* kWTypeNames[kWTypes] = {"f32",  "f16",  "q8_0",   "q4_0", "q4_m",
+                                              "q6_h", "q5_m", "iq4_nl", "q3_h"};
 
-constexpr int kQBlock = 32;  // elements per Q8_0 / Q4_0 / Q4_M / Q6_H / Q5_M / IQ4_NL block
+constexpr int kQBlock = 32;  // elements per quantized block (every type but F32 and F16)
 
 // ggml-compatible blocks, exactly as stored in the .mlb file.
 struct BlockQ8_0 {
@@ -80,6 +82,21 @@ constexpr int q6_h_value(const BlockQ6_H& b, int e) {
   return nib | (((b.qh[4 * h + j] >> (2 * k)) & 3) << 4);
 }
 
+// Q3_H: value = d[h] * (q - 4) for element e = 16h + 4k + j (k, j = 0..3), q = 0..7: its low 2
+// bits are bits 2k, 2k+1 of qs[4h + j], its top bit is bit 4h + k of qh[j], the order the tiled
+// dots unpack them in.
+struct BlockQ3_H {
+  uint16_t d[2];  // f16 scales of elements 0..15 and 16..31
+  uint8_t qs[8];  // low two bits
+  uint8_t qh[4];  // top bits
+};
+static_assert(sizeof(BlockQ3_H) == 16);
+// The 3-bit value q of element e (0..31) of a Q3_H block.
+constexpr int q3_h_value(const BlockQ3_H& b, int e) {
+  const int h = e / 16, k = (e % 16) / 4, j = e % 4;
+  return ((b.qs[4 * h + j] >> (2 * k)) & 3) | (((b.qh[j] >> (4 * h + k)) & 1) << 2);
+}
+
 // The 4-bit types: one nibble dot serves both (Q4_M adds m * (d_a * sum of the activations)).
 constexpr bool is_q4(WType t) { return t == WType::Q4_0 || t == WType::Q4_M; }
 // The types stored as 16 nibble bytes per block (element j low, j + 16 high), whose tiled
@@ -94,7 +111,7 @@ constexpr int q5_m_value(const BlockQ5_M& b, int e) {
 // Bytes before a stored quantized block's quants: f16 d, and Q4_M's / Q5_M's f16 m (Q6_H: its
 // two d).
 constexpr int quants_offset(WType t) {
-  return t == WType::Q4_M || t == WType::Q6_H || t == WType::Q5_M ? 4 : 2;
+  return t == WType::Q4_M || t == WType::Q6_H || t == WType::Q5_M || t == WType::Q3_H ? 4 : 2;
 }
 
 // Bytes of one stored (unpacked, ggml-layout) row of `cols` elements.

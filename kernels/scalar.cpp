@@ -104,6 +104,20 @@ float dot_q5_m(const BlockQ5_M* w, const BlockQ8_0* a, int64_t cols) {
   return acc;
 }
 
+// Q3_H: per half h of a block, the int dot of its 16 values q - 4 scaled by d[h] * d_a.
+float dot_q3_h(const BlockQ3_H* w, const BlockQ8_0* a, int64_t cols) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < cols / kQBlock; ++b) {
+    const float da = f16_bits_to_f32(a[b].d);
+    for (int h = 0; h < 2; ++h) {
+      int32_t isum = 0;
+      for (int e = 16 * h; e < 16 * h + 16; ++e) isum += (q3_h_value(w[b], e) - 4) * a[b].qs[e];
+      acc += (f16_bits_to_f32(w[b].d[h]) * da) * float(isum);
+    }
+  }
+  return acc;
+}
+
 // IQ4_NL: the int dot of the levels kIq4Levels[n] scaled by d * d_a (as Q8_0's).
 float dot_iq4_nl(const BlockIQ4_NL* w, const BlockQ8_0* a, int64_t cols) {
   float acc = 0.0f;
@@ -156,6 +170,9 @@ float dot_row(WType t, const void* w_row, const void* a_row, int64_t cols) {
                       cols);
     case WType::Q5_M:
       return dot_q5_m(static_cast<const BlockQ5_M*>(w_row), static_cast<const BlockQ8_0*>(a_row),
+                      cols);
+    case WType::Q3_H:
+      return dot_q3_h(static_cast<const BlockQ3_H*>(w_row), static_cast<const BlockQ8_0*>(a_row),
                       cols);
     case WType::IQ4_NL:
       return dot_iq4_nl(static_cast<const BlockIQ4_NL*>(w_row),
@@ -212,6 +229,13 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
         for (int e = 0; e < kQBlock; ++e)
           dst[b * kQBlock + e] = d * float(q5_m_value(w[b], e) - 16) + m;
       }
+      break;
+    }
+    case WType::Q3_H: {
+      const BlockQ3_H* w = static_cast<const BlockQ3_H*>(src);
+      for (int64_t b = 0; b < cols / kQBlock; ++b)
+        for (int e = 0; e < kQBlock; ++e)
+          dst[b * kQBlock + e] = f16_bits_to_f32(w[b].d[e / 16]) * float(q3_h_value(w[b], e) - 4);
       break;
     }
     case WType::IQ4_NL: {

@@ -37,6 +37,18 @@ struct XmmInt {
   static I shl4(I v) { return _mm_slli_epi32(v, 4); }
   static I shr2(I v) { return _mm_srli_epi32(v, 2); }
   static I shr1(I v) { return _mm_srli_epi32(v, 1); }
+  template <int N>
+  static I srl32(I v) {
+    return _mm_srli_epi32(v, N);
+  }
+  template <int N>
+  static I sll32(I v) {
+    return _mm_slli_epi32(v, N);
+  }
+  static I three(I lo, I top) {  // (lo & 0x03) | (top & 0x04)
+    return _mm_or_si128(_mm_and_si128(lo, _mm_set1_epi8(0x03)),
+                        _mm_and_si128(top, _mm_set1_epi8(0x04)));
+  }
   static I five(I nib, I top) {  // nib | (top & 0x10)
     return _mm_or_si128(nib, _mm_and_si128(top, _mm_set1_epi8(0x10)));
   }
@@ -70,6 +82,12 @@ struct Sse41Dot {
   static void block_iq4(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
                         __m128i (&ia)[R][T]) {
     tiled::maddubs_block_iq4<XmmInt, R, T>(wb, a, b, ia);
+  }
+  static constexpr bool kQ3 = true;
+  template <int h, int R, int T>
+  static void block3(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     __m128i (&ia)[R][T]) {
+    tiled::maddubs_block3<XmmInt, h, R, T>(wb, a, b, ia);
   }
 };
 

@@ -226,6 +226,12 @@ struct Sse : tiled::SmallRegisterTiles<4> {
                         __m128i (&ia)[R][T]) {
     if constexpr (kIq4) Dot::template block_iq4<R, T>(wb, a, b, ia);
   }
+  static constexpr bool kQ3 = tiled::kHasQ3<Dot>;
+  template <int h, int R, int T>
+  static void block3(const uint8_t* const* wb, const ActBlock* const* a, int64_t b,
+                     __m128i (&ia)[R][T]) {
+    if constexpr (kQ3) Dot::template block3<h, R, T>(wb, a, b, ia);
+  }
 };
 
 // One block of 32 floats to int8 with d = max|x|/127 and q = round-half-even(x / d), as

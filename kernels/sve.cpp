@@ -12,6 +12,7 @@
 //  * Q6_H/Q5_M: two rows of kTile f16 (Q6_H's scales of values 0-15 and 16-31, Q5_M's scale
 //    and offset), 4 vectors of unsigned nibbles and the top-bit vectors (Q6_H 2, Q5_M 1), as
 //    tiled.h lays them out; the dot rebuilds q - 32 or q - 16 signed, so no activation sums.
+//  * Q3_H: Q6_H's record shape with 2 vectors of bit pairs and 1 of top bits; q - 4 signed.
 //  * IQ4_NL: Q4_0's record with the nibbles unsigned; svtbl looks them up as signed levels.
 //  * acc = fma(float(isum_b), d_w*d_a, acc) per block in the row's lane: the same bits for any
 //    token grouping, row range and vector length.
@@ -22,6 +23,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/common.h"
 #include "kernels/kernels.h"
@@ -41,9 +43,12 @@ int64_t n_tiles(int64_t rows) { return (rows + tile_rows() - 1) / tile_rows(); }
 size_t rec_bytes(WType t) { return size_t(tile_rows()) * row_bytes(t, kQBlock); }
 // Where a Q4_M record's offsets start: after a Q4_0 record (scales and nibbles).
 size_t q4m_offsets() { return rec_bytes(WType::Q4_0); }
-// Q6_H and Q5_M records: two rows of kTile f16 (Q6_H's two scales, Q5_M's scale and offset),
-// then the quant vectors: 4 of nibbles, then top bits (Q6_H: 2, Q5_M: 1), as tiled.h's.
-constexpr bool has_top_bits(WType t) { return t == WType::Q6_H || t == WType::Q5_M; }
+// Q6_H, Q5_M and Q3_H records: two rows of kTile f16 (Q6_H's and Q3_H's two scales, Q5_M's
+// scale and offset), then the quant vectors: 4 of nibbles (Q3_H: 2 of bit pairs), then top bits
+// (Q6_H: 2, Q5_M, Q3_H: 1), as tiled.h's.
+constexpr bool has_top_bits(WType t) {
+  return t == WType::Q6_H || t == WType::Q5_M || t == WType::Q3_H;
+}
 
 size_t tile_bytes(WType t, int64_t cols) {
   switch (t) {
@@ -57,6 +62,7 @@ size_t tile_bytes(WType t, int64_t cols) {
     case WType::Q6_H:
     case WType::Q5_M:
     case WType::IQ4_NL:
+    case WType::Q3_H:
       return size_t(cols / kQBlock) * rec_bytes(t);
   }
   return 0;
@@ -72,7 +78,11 @@ void pack_row(WType t, const uint8_t* src, int64_t cols, int64_t lane, uint8_t* 
   }
   const bool q4m = t == WType::Q4_M, top = has_top_bits(t);
   const int qs = quants_offset(t);
-  const int n_vec = is_nibble(t) ? 4 : t == WType::Q6_H ? 6 : t == WType::Q5_M ? 5 : 8;
+  const int n_vec = is_nibble(t)       ? 4
+                    : t == WType::Q6_H ? 6
+                    : t == WType::Q5_M ? 5
+                    : t == WType::Q3_H ? 3
+                                       : 8;
   const size_t src_blk = row_bytes(t, kQBlock);
   const uint8_t flip = is_q4(t) ? 0x88 : 0x00;  // IQ4_NL's nibbles stay unsigned indexes
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
@@ -80,7 +90,7 @@ void pack_row(WType t, const uint8_t* src, int64_t cols, int64_t lane, uint8_t* 
     uint8_t* rec = tile + b * rec_bytes(t);
     std::memcpy(rec + lane * 2, blk, 2);
     if (q4m) std::memcpy(rec + q4m_offsets() + lane * 2, blk + 2, 2);
-    if (top) std::memcpy(rec + 2 * kt + lane * 2, blk + 2, 2);  // Q6_H's d[1], Q5_M's m
+    if (top) std::memcpy(rec + 2 * kt + lane * 2, blk + 2, 2);  // d[1] or Q5_M's m
     for (int g = 0; g < n_vec; ++g) {
       uint8_t* dst = rec + (top ? 4 : 2) * kt + (g * kt + lane) * 4;
       for (int j = 0; j < 4; ++j) dst[j] = blk[qs + 4 * g + j] ^ flip;
@@ -149,14 +159,37 @@ inline void iq4_step(const uint8_t* q, int64_t gstride, svint8_t levels, svint8_
   s1 = svdot_lane_s32(s1, svtbl_s8(levels, svlsr_n_u8_x(all, v, 4)), ah, K);
 }
 
-// The int32 sum of Q6_H half H of a record with its activation half a_h.
-template <int H>
+// Q3_H half H, group K as signed q - 4: bits 2K, 2K+1 of quant vector H with bit 4H + K of the
+// top-bit vector as bit 2.
+template <int H, int K>
+inline svint8_t q3_quants(const uint8_t* q, int64_t gstride) {
+  const svbool_t all = svptrue_b8();
+  const svuint8_t v = svld1_u8(all, q + H * gstride), top = svld1_u8(all, q + 2 * gstride);
+  constexpr int kP = 4 * H + K;  // the top bit's position
+  svuint8_t lo = v, t = top;
+  if constexpr (K > 0) lo = svlsr_n_u8_x(all, v, 2 * K);
+  if constexpr (kP < 2) t = svlsl_n_u8_x(all, top, 2 - kP);
+  if constexpr (kP > 2) t = svlsr_n_u8_x(all, top, kP - 2);
+  const svuint8_t w = svorr_u8_x(all, svand_n_u8_x(all, lo, 0x03), svand_n_u8_x(all, t, 0x04));
+  return svreinterpret_s8_u8(svsub_n_u8_x(all, w, 4));
+}
+
+// The int32 sum of Q6_H's (kQ3: Q3_H's) half H of a record with its activation half a_h.
+template <int H, bool kQ3 = false>
 inline svint32_t q6_half(const uint8_t* q, int64_t gstride, svint8_t ah) {
+  const auto quants = [&](auto k) {
+    constexpr int K = decltype(k)::value;
+    if constexpr (kQ3) {
+      return q3_quants<H, K>(q, gstride);
+    } else {
+      return q6_quants<H, K>(q, gstride);
+    }
+  };
   svint32_t s = svdup_n_s32(0);
-  s = svdot_lane_s32(s, q6_quants<H, 0>(q, gstride), ah, 0);
-  s = svdot_lane_s32(s, q6_quants<H, 1>(q, gstride), ah, 1);
-  s = svdot_lane_s32(s, q6_quants<H, 2>(q, gstride), ah, 2);
-  return svdot_lane_s32(s, q6_quants<H, 3>(q, gstride), ah, 3);
+  s = svdot_lane_s32(s, quants(std::integral_constant<int, 0>{}), ah, 0);
+  s = svdot_lane_s32(s, quants(std::integral_constant<int, 1>{}), ah, 1);
+  s = svdot_lane_s32(s, quants(std::integral_constant<int, 2>{}), ah, 2);
+  return svdot_lane_s32(s, quants(std::integral_constant<int, 3>{}), ah, 3);
 }
 
 // acc + float(isum) * (d_w * d_a) for one token and one (tile, block) record, then for Q4_M
@@ -170,8 +203,9 @@ inline svfloat32_t fold_block(svfloat32_t acc, const uint8_t* rec, svfloat32_t d
   if constexpr (has_top_bits(W)) {
     const uint8_t* q = rec + 4 * kt;
     const svint8_t al = svld1rq_s8(all, a.qs), ah = svld1rq_s8(all, a.qs + 16);
-    if constexpr (W == WType::Q6_H) {
-      const svint32_t i0 = q6_half<0>(q, 4 * kt, al), i1 = q6_half<1>(q, 4 * kt, ah);
+    if constexpr (W == WType::Q6_H || W == WType::Q3_H) {
+      constexpr bool kQ3 = W == WType::Q3_H;
+      const svint32_t i0 = q6_half<0, kQ3>(q, 4 * kt, al), i1 = q6_half<1, kQ3>(q, 4 * kt, ah);
       acc = svmla_f32_x(pw, acc, svcvt_f32_s32_x(pw, i0), svmul_n_f32_x(pw, dw, a.d));
       return svmla_f32_x(pw, acc, svcvt_f32_s32_x(pw, i1), svmul_n_f32_x(pw, dm, a.d));
     } else {
@@ -385,6 +419,8 @@ void matmul(WType t, const void* packed, int64_t rows, int64_t cols, int64_t r0,
           q_tile<WType::Q6_H>(tile, cols / kQBlock, a, n, o, ld_out, store);
         } else if (t == WType::Q5_M) {
           q_tile<WType::Q5_M>(tile, cols / kQBlock, a, n, o, ld_out, store);
+        } else if (t == WType::Q3_H) {
+          q_tile<WType::Q3_H>(tile, cols / kQBlock, a, n, o, ld_out, store);
         } else if (t == WType::IQ4_NL) {
           q_tile<WType::IQ4_NL>(tile, cols / kQBlock, a, n, o, ld_out, store);
         } else {

@@ -18,6 +18,9 @@
 //  * Q5_M: kTile f16 scales, kTile f16 offsets, Q4_0's 4 nibble vectors, then 1 vector of top
 //    bits, dword lane r = qh[0..3] of row r (BlockQ5_M): vector k's byte j takes bit k of byte
 //    j there for its low nibble, bit 4 + k for its high one.
+//  * Q3_H: as Q6_H, kTile f16 scales of each row's elements 0..15 and kTile of 16..31, then 2
+//    vectors of low bit pairs, dword lane r = qs[4h..4h+3] of row r for vector h (BlockQ3_H),
+//    then 1 vector of top bits, dword lane r = qh[0..3] of row r.
 //  * Tiles follow one another, so a decode thread streams each tile linearly. Rows past the
 //    end of the last tile are zero (scale 0) and never stored.
 //
@@ -36,7 +39,7 @@ namespace {
 // integer correction the ISA's dot needs (e.g. c*sum(qs) when the weights were made unsigned),
 // for Q4_M weights s = d*sum(qs), which their offsets multiply (set by block_sums), and for
 // Q6_H weights the corrections of the block's two halves, corr and corr_hi (block_sums).
-// Q5_M weights use s as Q4_M's do.
+// Q5_M weights use s as Q4_M's do; Q3_H weights corr and corr_hi as Q6_H's (times 4, not 32).
 struct ActBlock {
   int8_t qs[32];
   float d;
@@ -48,8 +51,9 @@ static_assert(sizeof(ActBlock) == 48);
 
 // Every ISA's quantize_act ends with this: the blocks' s for Q4_M and Q5_M weights (an exact int
 // sum, one rounding), 0 otherwise; for Q6_H weights (unsigned q = w + 32 in the x86 dots)
-// corr = 32 * the sum of quants 0..15 and corr_hi = 32 * that of 16..31; for Q5_M (q = w + 16)
-// corr = 16 * the sum. (The NEON dots make the values signed and ignore corr and corr_hi.)
+// corr = 32 * the sum of quants 0..15 and corr_hi = 32 * that of 16..31 (Q3_H, q = w + 4: 4 *
+// them); for Q5_M (q = w + 16) corr = 16 * the sum. (The NEON dots make the values signed and
+// ignore corr and corr_hi.)
 inline void block_sums(WType t, ActBlock* a, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
     int32_t sum = 0;
@@ -58,14 +62,15 @@ inline void block_sums(WType t, ActBlock* a, int64_t nb) {
     a[b].s = a[b].d * float(sum);
     if (t == WType::Q5_M) a[b].corr = 16 * sum;
     a[b].corr_hi = 0;
-    if (t == WType::Q6_H) {
+    if (t == WType::Q6_H || t == WType::Q3_H) {
       int32_t lo = 0, hi = 0;
       for (int i = 0; i < 16; ++i) {
         lo += a[b].qs[i];
         hi += a[b].qs[16 + i];
       }
-      a[b].corr = 32 * lo;
-      a[b].corr_hi = 32 * hi;
+      const int32_t c = t == WType::Q6_H ? 32 : 4;
+      a[b].corr = c * lo;
+      a[b].corr_hi = c * hi;
     }
   }
 }
@@ -80,14 +85,16 @@ struct Layout {
   static constexpr size_t kQ4MRec = kQ4Rec + 2 * kTile;     // Q4_0's, then kTile f16 offsets
   static constexpr size_t kQ6Rec = 4 * kTile + 24 * kTile;  // 2 scales, nibbles, top bits
   static constexpr size_t kQ5Rec = 4 * kTile + 20 * kTile;  // scale, offset, nibbles, top bits
+  static constexpr size_t kQ3Rec = 4 * kTile + 12 * kTile;  // 2 scales, bit pairs, top bits
   static constexpr size_t kQuants = 2 * kTile;              // quants' offset in a record
-  static constexpr size_t kTopQuants = 4 * kTile;           // Q6_H's and Q5_M's
+  static constexpr size_t kTopQuants = 4 * kTile;           // Q6_H's, Q5_M's and Q3_H's
 
   static constexpr size_t rec_bytes(WType t) {
     return t == WType::Q8_0   ? kQ8Rec
            : t == WType::Q4_M ? kQ4MRec
            : t == WType::Q6_H ? kQ6Rec
            : t == WType::Q5_M ? kQ5Rec
+           : t == WType::Q3_H ? kQ3Rec
                               : kQ4Rec;
   }
 
@@ -105,6 +112,7 @@ struct Layout {
       case WType::Q6_H:
       case WType::Q5_M:
       case WType::IQ4_NL:
+      case WType::Q3_H:
         return size_t(cols / kQBlock) * rec_bytes(t);
     }
     return 0;
@@ -120,16 +128,20 @@ struct Layout {
       return;
     }
     const bool nib = is_nibble(t), q4m = t == WType::Q4_M,
-               top = t == WType::Q6_H || t == WType::Q5_M;
-    // Q6_H, Q5_M: qs, then qh
-    const int n_vec = nib ? 4 : t == WType::Q6_H ? 6 : t == WType::Q5_M ? 5 : 8;
+               top = t == WType::Q6_H || t == WType::Q5_M || t == WType::Q3_H;
+    // Q6_H, Q5_M, Q3_H: qs, then qh
+    const int n_vec = nib                ? 4
+                      : t == WType::Q6_H ? 6
+                      : t == WType::Q5_M ? 5
+                      : t == WType::Q3_H ? 3
+                                         : 8;
     const int qs = quants_offset(t);
     for (int64_t b = 0; b < cols / kQBlock; ++b) {
       const uint8_t* blk = src + b * row_bytes(t, kQBlock);  // f16 d, [f16 m/d,] the quant bytes
       uint8_t* rec = tile + b * rec_bytes(t);
       std::memcpy(rec + lane * 2, blk, 2);
       if (q4m) std::memcpy(rec + kQ4Rec + lane * 2, blk + 2, 2);
-      if (top) std::memcpy(rec + 2 * kTile + lane * 2, blk + 2, 2);  // Q6_H's d[1], Q5_M's m
+      if (top) std::memcpy(rec + 2 * kTile + lane * 2, blk + 2, 2);  // d[1] or Q5_M's m
       for (int g = 0; g < n_vec; ++g) {
         uint8_t* dst = rec + (top ? kTopQuants : kQuants) + g * 4 * kTile + lane * 4;
         for (int j = 0; j < 4; ++j) dst[j] = blk[qs + 4 * g + j] ^ (nib || top ? 0 : q8_xor);
@@ -259,6 +271,12 @@ constexpr bool kHasTopBits = requires {
   requires P::kTopBits;
 };
 
+// Whether tile policy P has Q3_H's dot, P::block3<h, R, T> (the int sums of half h).
+template <class P>
+constexpr bool kHasQ3 = requires {
+  requires P::kQ3;
+};
+
 // Whether tile policy P has IQ4_NL's dot, P::block_iq4<R, T> (the int sums of the levels).
 template <class P>
 constexpr bool kHasIq4 = requires {
@@ -273,7 +291,7 @@ constexpr bool kHasIq4 = requires {
 //    block b, one lane per row, the correction a[t][b].corr already taken off;
 //    Q6_H's P::block6<h, R, T> does the same for half h of the block and Q5_M's
 //    P::block5<R, T> for the block (where kHasTopBits<P>), IQ4_NL's P::block_iq4<R, T> likewise
-//    (where kHasIq4<P>);
+//    (where kHasIq4<P>) and Q3_H's P::block3<h, R, T> as Q6_H's (where kHasQ3<P>);
 //  * P::to_f32(I), P::load_f16(p) (kTile halves: a record's scales, an F16 tile column);
 //  * P::kPrefetchRecs (0: none) and P::prefetch_q(rec, bytes), which fetches the record at rec
 //    (or its first line): the decode prefetch of the quant streams, that many records ahead;
@@ -307,6 +325,11 @@ void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const
       P::template block6<0, R, T>(wb, a, b, ia);
       fold_block<P, R, T>(wb, 0, a, b, ia, acc);
       P::template block6<1, R, T>(wb, a, b, ia);
+      fold_block<P, R, T>(wb, 2 * P::kTile, a, b, ia, acc);
+    } else if constexpr (W == WType::Q3_H) {  // as Q6_H
+      P::template block3<0, R, T>(wb, a, b, ia);
+      fold_block<P, R, T>(wb, 0, a, b, ia, acc);
+      P::template block3<1, R, T>(wb, a, b, ia);
       fold_block<P, R, T>(wb, 2 * P::kTile, a, b, ia, acc);
     } else if constexpr (W == WType::IQ4_NL) {
       P::template block_iq4<R, T>(wb, a, b, ia);
@@ -445,6 +468,10 @@ void matmul(WType t, const void* packed, int64_t cols, int64_t r0, int64_t r1, c
       if constexpr (kHasIq4<K>)
         return matmul_t<K, WType::IQ4_NL>(packed, cols, r0, r1, act, n_tok, out, ld_out);
       return;
+    case WType::Q3_H:
+      if constexpr (kHasQ3<K>)
+        return matmul_t<K, WType::Q3_H>(packed, cols, r0, r1, act, n_tok, out, ld_out);
+      return;
   }
 }
 
@@ -466,6 +493,7 @@ void matmul(WType t, const void* packed, int64_t cols, int64_t r0, int64_t r1, c
   const char* missing_cpu_feature() { return cpu_missing_for(NAME); }                     \
   bool takes(WType t) {                                                                   \
     return t == WType::IQ4_NL                     ? tiled::kHasIq4<P>                     \
+           : t == WType::Q3_H                     ? tiled::kHasQ3<P>                      \
            : t == WType::Q6_H || t == WType::Q5_M ? tiled::kHasTopBits<P>                 \
                                                   : true;                                 \
   }                                                                                       \

@@ -36,9 +36,9 @@ constexpr Arch kArchs[] = {
 
 // The types this build runs, for the error naming one it does not.
 const char* supported_types() {
-  return kernels::takes(kernels::WType::IQ4_NL)
-             ? "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q4_K as Q4_M; Q5_0, Q5_1, Q5_K as Q5_M; Q3_K, "
-               "Q6_K as Q6_H; IQ4_NL, IQ4_XS as IQ4_NL; Q2_K as Q8_0"
+  return kernels::takes(kernels::WType::Q3_H)
+             ? "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q4_K as Q4_M; Q5_0, Q5_1, Q5_K as Q5_M; Q6_K as "
+               "Q6_H; Q3_K as Q3_H; IQ4_NL, IQ4_XS as IQ4_NL; Q2_K as Q8_0"
              : "F32, F16, BF16, Q8_0, Q4_0; Q4_1, Q4_K as Q4_M; Q5_0, Q5_1, Q5_K, Q2_K, Q3_K, "
                "Q6_K, IQ4_NL, IQ4_XS as Q8_0";
 }
@@ -354,6 +354,8 @@ std::pair<int64_t, int64_t> block_of(DType t) {
       return {32, 24};
     case DType::IQ4_NL:
       return {32, 18};
+    case DType::Q3_H:
+      return {32, 16};
     case DType::F16:
       return {1, 2};
     default:
@@ -482,6 +484,8 @@ DType dtype_of(const GgufFile& g, const GgufTensor& t) {
         return DType::Q5_M;
       case kernels::WType::IQ4_NL:
         return DType::IQ4_NL;
+      case kernels::WType::Q3_H:
+        return DType::Q3_H;
       default:
         return DType::Q8_0;
     }
@@ -557,7 +561,7 @@ GgufImport import_gguf(const GgufFile& g) {
     const std::string leaf = name.substr(name.rfind('.') + 1);
     const bool vector = t.shape.size() == 1;
     GgufTensor src = t;                  // what the q/k un-permutation reads
-    AlignedBuffer* rewritten = nullptr;  // the rows rewritten as Q4_M, Q6_H, Q5_M, IQ4_NL, Q8_0
+    AlignedBuffer* rewritten = nullptr;  // the rows rewritten (gguf_rewrite_type)
     if (gguf_can_dequantize(t.type)) {
       if (vector) fail(g, fmt::format("tensor '{}': a quantized vector", t.name));
       const auto [block, bytes] = block_of(v.dtype);

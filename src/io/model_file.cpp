@@ -24,8 +24,14 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::F32, "f32", 1, 4},     {DType::F16, "f16", 1, 2},     {DType::BF16, "bf16", 1, 2},
     {DType::Q8_0, "q8_0", 32, 34}, {DType::Q4_0, "q4_0", 32, 18}, {DType::Q4_M, "q4_m", 32, 20},
     {DType::Q6_H, "q6_h", 32, 28}, {DType::Q5_M, "q5_m", 32, 24}, {DType::IQ4_NL, "iq4_nl", 32, 18},
-    {DType::Bytes, "bytes", 1, 1},
+    {DType::Q3_H, "q3_h", 32, 16}, {DType::Bytes, "bytes", 1, 1},
 };
+
+// Krafla's types made from GGUF rows at load, never stored in a .mlb.
+bool gguf_only(DType t) {
+  return t == DType::Q4_M || t == DType::Q6_H || t == DType::Q5_M || t == DType::IQ4_NL ||
+         t == DType::Q3_H;
+}
 
 const DTypeInfo& info(DType t) {
   for (const auto& d : kDTypes)
@@ -133,10 +139,7 @@ void ModelFile::parse() {
     const std::string dt = t["dtype"].get<std::string>();
     const DTypeInfo* di = nullptr;
     for (const auto& d : kDTypes)
-      // q4_m, q6_h, q5_m, iq4_nl: made from GGUF at load only
-      if (dt == d.name && d.type != DType::Q4_M && d.type != DType::Q6_H && d.type != DType::Q5_M &&
-          d.type != DType::IQ4_NL)
-        di = &d;
+      if (dt == d.name && !gguf_only(d.type)) di = &d;
     if (!di) tfail(fmt::format("unknown dtype '{}'", dt));
     v.dtype = di->type;
     if (!t["shape"].is_array() || t["shape"].empty() || t["shape"].size() > 2)

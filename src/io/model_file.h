@@ -15,7 +15,7 @@
 
 namespace krafla {
 
-enum class DType { F32, F16, BF16, Q8_0, Q4_0, Q4_M, Q6_H, Q5_M, IQ4_NL, Bytes };
+enum class DType { F32, F16, BF16, Q8_0, Q4_0, Q4_M, Q6_H, Q5_M, IQ4_NL, Q3_H, Bytes };
 
 const char* dtype_name(DType t);
 

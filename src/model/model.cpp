@@ -34,6 +34,8 @@ WType matrix_type(const TensorView& t, const std::string& path) {
       return WType::Q5_M;
     case DType::IQ4_NL:
       return WType::IQ4_NL;
+    case DType::Q3_H:
+      return WType::Q3_H;
     default:
       throw Error(fmt::format("{}: tensor '{}' has dtype {}, which a weight matrix cannot have",
                               path, t.name, dtype_name(t.dtype)));

@@ -133,20 +133,21 @@ def case_gguf_q4(a, model: str) -> None:
     8-bit quantization and the f16 rounding of each block's scale and offset lie between, so
     Q8_0's limit holds. q4_k_m adds Q6_K (the embedding, output, attn_v, ffn_down; Q6_H for
     the matmuls on the builds whose kernels take it, requantized to Q8_0 on the others, decoded
-    exactly from the file's bytes for the embedding's row lookups, tied or not). Q3_K (as Q6_H
-    where Q6_K is), IQ4_NL and IQ4_XS (as IQ4_NL, or as Q8_0 with the levels as quants where the
-    build lacks IQ4_NL's dot) hold the same limit against numpy's decoding of their blocks. The
-    pack cache gives the same bits."""
+    exactly from the file's bytes for the embedding's row lookups, tied or not). Q3_K (as Q3_H
+    where Q6_K is Q6_H), IQ4_NL and IQ4_XS (as IQ4_NL, or as Q8_0 with the levels as quants
+    where the build lacks IQ4_NL's dot) hold the same limit against numpy's decoding of their
+    blocks. The pack cache gives the same bits."""
     ids = prompt_ids(a.work, model)
     with open(os.path.join(a.bin, "CMakeCache.txt")) as f:
         isa = re.search(r"^KRAFLA_ISA:STRING=(\w+)$", f.read(), re.M).group(1)
     q6 = "q8_0" if isa == "sse2" else "q6_h"
     iq4 = "q8_0" if isa == "sse2" else "iq4_nl"
+    q3 = "q8_0" if isa == "sse2" else "q3_h"
     src = mlb(a.work, model, "f32")
     # --quant: the ffn/attn type of the load line (None: mixed), the matrices' types, and the
     # file's types ml_tok info names for them (None: Q8_0, run as it is)
     expect = {
-        "q3_k": (None, {q6, "q4_m"}, {"Q3_K", "Q4_1"}),
+        "q3_k": (None, {q3, "q4_m"}, {"Q3_K", "Q4_1"}),
         "iq4_nl": (iq4, {iq4}, {"IQ4_NL"}),
         "iq4_xs": (iq4, {iq4}, {"IQ4_XS", "IQ4_NL"}),
         "q4_k": ("q4_m", {"q4_m"}, {"Q4_K", "Q4_1"}),
@@ -171,7 +172,7 @@ def case_gguf_q4(a, model: str) -> None:
         kinds = {t["dtype"] for t in info["tensors"] if len(t["shape"]) == 2}
         assert kinds <= types and load in kinds | {None}, (q, kinds)
         if q == "q3_k":
-            assert q6 in kinds, kinds
+            assert q3 in kinds, kinds
         # ml_tok info names the file's type of each rewritten matrix (none for Q8_0: as it is)
         got_froms = {t.get("gguf_type") for t in info["tensors"] if len(t["shape"]) == 2}
         assert got_froms <= froms and got_froms & froms, (q, got_froms)

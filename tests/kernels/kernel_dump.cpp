@@ -208,8 +208,9 @@ std::vector<uint8_t> weights(k::WType t, int64_t rows, int64_t cols) {
 }
 
 void matmuls(bool int8) {
-  const k::WType types[] = {k::WType::F32,  k::WType::F16,  k::WType::Q8_0, k::WType::Q4_0,
-                            k::WType::Q4_M, k::WType::Q6_H, k::WType::Q5_M, k::WType::IQ4_NL};
+  const k::WType types[] = {k::WType::F32,  k::WType::F16,    k::WType::Q8_0,
+                            k::WType::Q4_0, k::WType::Q4_M,   k::WType::Q6_H,
+                            k::WType::Q5_M, k::WType::IQ4_NL, k::WType::Q3_H};
   const int64_t shapes[][2] = {{1, 32}, {5, 64}, {16, 96}, {37, 256}, {70, 128}, {130, 64}};
   for (k::WType t : types) {
     if (!int8 && t != k::WType::F32 && t != k::WType::F16) continue;

@@ -167,6 +167,53 @@ TEST(Matmul, Q6_H) {
     GTEST_SKIP() << isa_name() << " does not take Q6_H (the loader makes Q8_0)";
   check_type(WType::Q6_H);
 }
+TEST(Matmul, Q3_H) {
+  if (!takes(WType::Q3_H))
+    GTEST_SKIP() << isa_name() << " does not take Q3_H (the loader makes Q6_H or Q8_0)";
+  check_type(WType::Q3_H);
+}
+
+// Q3_H's dot is Q6_H's on the same values (q3 - 4 = q6 - 32, the same exact int sums per half, the
+// same fold): the matmul of a matrix equals, bit for bit, that of its Q6_H blocks of the same
+// scales with q6 = q3 + 28, the bits placed here by their layout in kernels.h.
+TEST(Matmul, Q3HIsQ6HOfItsValues) {
+  if (!takes(WType::Q3_H)) GTEST_SKIP() << isa_name() << " does not take Q3_H";
+  std::mt19937 rng(78);
+  for (int64_t rows : {5, 33, 64}) {
+    for (int64_t cols : {32, 96, 2048}) {
+      SCOPED_TRACE(testing::Message() << "rows=" << rows << " cols=" << cols);
+      const auto w = random_weights(rng, WType::Q3_H, rows, cols);
+      std::vector<uint8_t> q6(row_bytes(WType::Q6_H, cols) * rows, 0);
+      const auto* src = reinterpret_cast<const BlockQ3_H*>(w.data());
+      auto* dst = reinterpret_cast<BlockQ6_H*>(q6.data());
+      for (int64_t b = 0; b < rows * cols / kQBlock; ++b) {
+        dst[b].d[0] = src[b].d[0];
+        dst[b].d[1] = src[b].d[1];
+        for (int e = 0; e < 32; ++e) {
+          const int h = e / 16, k = (e % 16) / 4, j = e % 4;  // e = 16h + 4k + j
+          const int q3 =
+              ((src[b].qs[4 * h + j] >> (2 * k)) & 3) | (((src[b].qh[j] >> (4 * h + k)) & 1) << 2);
+          const int q6 = q3 + 28;
+          dst[b].qs[e % 16] |= uint8_t((q6 & 15) << (4 * h));
+          dst[b].qh[4 * h + j] |= uint8_t((q6 >> 4) << (2 * k));
+        }
+      }
+      const int64_t n_tok = 9;
+      const auto x = random_floats(rng, cols * n_tok, -2.0f, 2.0f);
+      const Prepared p3 = prepare(kIsa, WType::Q3_H, w, rows, cols, x, n_tok);
+      const Prepared p6 = prepare(kIsa, WType::Q6_H, q6, rows, cols, x, n_tok);
+      for (int64_t n : {int64_t(1), n_tok}) {  // decode's and prefill's register tiles
+        std::vector<float> y3(rows * n), y6(rows * n);
+        matmul(WType::Q3_H, p3.packed.data(), rows, cols, 0, rows, p3.act.data(), n, y3.data(),
+               rows);
+        matmul(WType::Q6_H, p6.packed.data(), rows, cols, 0, rows, p6.act.data(), n, y6.data(),
+               rows);
+        EXPECT_EQ(0, std::memcmp(y3.data(), y6.data(), y3.size() * sizeof(float))) << "n=" << n;
+      }
+    }
+  }
+}
+
 TEST(Matmul, IQ4_NL) {
   if (!takes(WType::IQ4_NL))
     GTEST_SKIP() << isa_name() << " does not take IQ4_NL (the loader makes Q8_0)";
@@ -223,9 +270,10 @@ TEST(Matmul, RowTileAndSizes) {
   EXPECT_EQ(row_bytes(WType::Q6_H, 64), 56u);
   EXPECT_EQ(row_bytes(WType::Q5_M, 64), 48u);
   EXPECT_EQ(row_bytes(WType::IQ4_NL, 64), 36u);
+  EXPECT_EQ(row_bytes(WType::Q3_H, 64), 32u);
   for (WType t : kTypes) EXPECT_TRUE(takes(t)) << type_name(t);
   EXPECT_TRUE(scalar::takes(WType::Q6_H) && scalar::takes(WType::Q5_M) &&
-              scalar::takes(WType::IQ4_NL));
+              scalar::takes(WType::IQ4_NL) && scalar::takes(WType::Q3_H));
   EXPECT_EQ(takes(WType::Q6_H), takes(WType::Q5_M));
   EXPECT_EQ(row_bytes(WType::F16, 64), 128u);
   EXPECT_EQ(row_bytes(WType::F32, 64), 256u);

@@ -67,6 +67,14 @@ inline std::vector<uint8_t> random_weights(std::mt19937& rng, WType t, int64_t r
           for (auto& q : blk.qh) q = uint8_t(byte(rng));
         }
         break;
+      case WType::Q3_H:  // scales of either sign (Q3_K's are 6-bit codes - 32 times d)
+        for (int64_t b = 0; b < nb; ++b) {
+          auto& blk = reinterpret_cast<BlockQ3_H*>(row)[b];
+          for (auto& d : blk.d) d = f32_to_f16_bits(0.05f * u(rng));
+          for (auto& q : blk.qs) q = uint8_t(byte(rng));
+          for (auto& q : blk.qh) q = uint8_t(byte(rng));
+        }
+        break;
       case WType::Q6_H:  // scales of either sign (Q6_K's are int8 times d)
         for (int64_t b = 0; b < nb; ++b) {
           auto& blk = reinterpret_cast<BlockQ6_H*>(row)[b];
@@ -98,6 +106,8 @@ inline const char* type_name(WType t) {
       return "Q5_M";
     case WType::IQ4_NL:
       return "IQ4_NL";
+    case WType::Q3_H:
+      return "Q3_H";
   }
   return "?";
 }

@@ -190,13 +190,18 @@ std::vector<uint8_t> q6_k_block(uint16_t d) {
 // ISA takes Q6_H) decodes, through the kernels' Q6_H, to the block's own values: exactly at
 // d = 0.5, where each 16 values' d*scale(v) is a half, otherwise within half an f16 step of
 // d*scale(v) per unit of the largest |q| (qmax).
+// Q3_K rewritten as Q3_H (as = Q3_H) likewise.
 template <class Scale>
-void expect_via_q6_h(uint32_t type, const std::vector<uint8_t>& b, uint16_t d, int qmax,
-                     Scale scale) {
-  std::vector<kernels::BlockQ6_H> m(8);
-  (type == 14 ? gguf_q6_k_to_q6_h : gguf_q3_k_to_q6_h)(b.data(), m.data(), 256);
+void expect_via(kernels::WType as, uint32_t type, const std::vector<uint8_t>& b, uint16_t d,
+                int qmax, Scale scale) {
+  std::vector<uint8_t> m(kernels::row_bytes(as, 256));
+  if (as == kernels::WType::Q3_H)
+    gguf_q3_k_to_q3_h(b.data(), reinterpret_cast<kernels::BlockQ3_H*>(m.data()), 256);
+  else
+    (type == 14 ? gguf_q6_k_to_q6_h : gguf_q3_k_to_q6_h)(
+        b.data(), reinterpret_cast<kernels::BlockQ6_H*>(m.data()), 256);
   std::vector<float> got(256);
-  kernels::scalar::dequantize_row(kernels::WType::Q6_H, m.data(), got.data(), 256);
+  kernels::scalar::dequantize_row(as, m.data(), got.data(), 256);
   const auto want = decode(type, b, 256);
   float df;
   kernels::scalar::f16_to_f32(&d, &df, 1);
@@ -210,7 +215,7 @@ void expect_via_q6_h(uint32_t type, const std::vector<uint8_t>& b, uint16_t d, i
 TEST(GgufDequant, ToQ6H) {
   for (uint16_t d : {kHalf, uint16_t(0x34CD)}) {  // 0.5, 0.30005
     const auto b = q6_k_block(d);
-    expect_via_q6_h(14, b, d, 32, [&](int v) {
+    expect_via(kernels::WType::Q6_H, 14, b, d, 32, [&](int v) {
       const int h = v / 128, g = (v % 128) / 32, l = v % 32;
       return int(int8_t(b[192 + 8 * h + 2 * g + l / 16]));
     });
@@ -293,7 +298,15 @@ TEST(GgufDequant, Q3K) {
 // Q3_K rows rewritten as Q6_H: q - 4 as q + 28.
 TEST(GgufDequant, Q3KToQ6H) {
   for (uint16_t d : {kHalf, uint16_t(0x34CD)})
-    expect_via_q6_h(11, q3_k_block(d), d, 4, [](int v) { return q3_sc(sub16(v)) - 32; });
+    expect_via(kernels::WType::Q6_H, 11, q3_k_block(d), d, 4,
+               [](int v) { return q3_sc(sub16(v)) - 32; });
+}
+
+// Q3_K rows rewritten as Q3_H: the 3-bit values as they are (q - 4 as q).
+TEST(GgufDequant, Q3KToQ3H) {
+  for (uint16_t d : {kHalf, uint16_t(0x34CD)})
+    expect_via(kernels::WType::Q3_H, 11, q3_k_block(d), d, 4,
+               [](int v) { return q3_sc(sub16(v)) - 32; });
 }
 
 // IQ4_NL/IQ4_XS: each nibble indexes this table of levels (ggml's kvalues_iq4nl).
@@ -348,7 +361,9 @@ TEST(GgufDequant, Iq4NlAndXs) {
     }
   }
   const bool q6 = kernels::takes(kernels::WType::Q6_H);
-  EXPECT_EQ(gguf_rewrite_type(11), q6 ? kernels::WType::Q6_H : kernels::WType::Q8_0);
+  EXPECT_EQ(gguf_rewrite_type(11), kernels::takes(kernels::WType::Q3_H) ? kernels::WType::Q3_H
+                                   : q6                                 ? kernels::WType::Q6_H
+                                                                        : kernels::WType::Q8_0);
   EXPECT_EQ(gguf_rewrite_type(10), kernels::WType::Q8_0);
 }
 
