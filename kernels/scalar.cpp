@@ -73,18 +73,28 @@ void dequantize_q4(const Block* w, float* dst, int64_t cols) {
   }
 }
 
-// Q6_H: per half h of a block, the int dot of its 16 values q - 32 scaled by d[h] * d_a.
-float dot_q6_h(const BlockQ6_H* w, const BlockQ8_0* a, int64_t cols) {
+// Q6_H (q - 32) and Q3_H (q - 4): per half h of a block, the int dot of its 16 values
+// value(block, e) - kZero scaled by d[h] * d_a.
+template <class Block, int (*value)(const Block&, int), int kZero>
+float dot_halves(const Block* w, const BlockQ8_0* a, int64_t cols) {
   float acc = 0.0f;
   for (int64_t b = 0; b < cols / kQBlock; ++b) {
     const float da = f16_bits_to_f32(a[b].d);
     for (int h = 0; h < 2; ++h) {
       int32_t isum = 0;
-      for (int e = 16 * h; e < 16 * h + 16; ++e) isum += (q6_h_value(w[b], e) - 32) * a[b].qs[e];
+      for (int e = 16 * h; e < 16 * h + 16; ++e) isum += (value(w[b], e) - kZero) * a[b].qs[e];
       acc += (f16_bits_to_f32(w[b].d[h]) * da) * float(isum);
     }
   }
   return acc;
+}
+
+// The values d[h] * (value(block, e) - kZero) of dot_halves' types.
+template <class Block, int (*value)(const Block&, int), int kZero>
+void dequantize_halves(const Block* w, float* dst, int64_t cols) {
+  for (int64_t b = 0; b < cols / kQBlock; ++b)
+    for (int e = 0; e < kQBlock; ++e)
+      dst[b * kQBlock + e] = f16_bits_to_f32(w[b].d[e / 16]) * float(value(w[b], e) - kZero);
 }
 
 // Q5_M: the int dot of the values q - 16 scaled by d * d_a, plus the offset m times the activation
@@ -100,20 +110,6 @@ float dot_q5_m(const BlockQ5_M* w, const BlockQ8_0* a, int64_t cols) {
     const float da = f16_bits_to_f32(a[b].d);
     acc += (f16_bits_to_f32(w[b].d) * da) * float(isum);
     acc += f16_bits_to_f32(w[b].m) * (da * float(asum));
-  }
-  return acc;
-}
-
-// Q3_H: per half h of a block, the int dot of its 16 values q - 4 scaled by d[h] * d_a.
-float dot_q3_h(const BlockQ3_H* w, const BlockQ8_0* a, int64_t cols) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < cols / kQBlock; ++b) {
-    const float da = f16_bits_to_f32(a[b].d);
-    for (int h = 0; h < 2; ++h) {
-      int32_t isum = 0;
-      for (int e = 16 * h; e < 16 * h + 16; ++e) isum += (q3_h_value(w[b], e) - 4) * a[b].qs[e];
-      acc += (f16_bits_to_f32(w[b].d[h]) * da) * float(isum);
-    }
   }
   return acc;
 }
@@ -166,14 +162,14 @@ float dot_row(WType t, const void* w_row, const void* a_row, int64_t cols) {
       return dot_q4(static_cast<const BlockQ4_M*>(w_row), static_cast<const BlockQ8_0*>(a_row),
                     cols);
     case WType::Q6_H:
-      return dot_q6_h(static_cast<const BlockQ6_H*>(w_row), static_cast<const BlockQ8_0*>(a_row),
-                      cols);
+      return dot_halves<BlockQ6_H, q6_h_value, 32>(static_cast<const BlockQ6_H*>(w_row),
+                                                   static_cast<const BlockQ8_0*>(a_row), cols);
     case WType::Q5_M:
       return dot_q5_m(static_cast<const BlockQ5_M*>(w_row), static_cast<const BlockQ8_0*>(a_row),
                       cols);
     case WType::Q3_H:
-      return dot_q3_h(static_cast<const BlockQ3_H*>(w_row), static_cast<const BlockQ8_0*>(a_row),
-                      cols);
+      return dot_halves<BlockQ3_H, q3_h_value, 4>(static_cast<const BlockQ3_H*>(w_row),
+                                                  static_cast<const BlockQ8_0*>(a_row), cols);
     case WType::IQ4_NL:
       return dot_iq4_nl(static_cast<const BlockIQ4_NL*>(w_row),
                         static_cast<const BlockQ8_0*>(a_row), cols);
@@ -215,13 +211,9 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
       return dequantize_q4(static_cast<const BlockQ4_0*>(src), dst, cols);
     case WType::Q4_M:
       return dequantize_q4(static_cast<const BlockQ4_M*>(src), dst, cols);
-    case WType::Q6_H: {
-      const BlockQ6_H* w = static_cast<const BlockQ6_H*>(src);
-      for (int64_t b = 0; b < cols / kQBlock; ++b)
-        for (int e = 0; e < kQBlock; ++e)
-          dst[b * kQBlock + e] = f16_bits_to_f32(w[b].d[e / 16]) * float(q6_h_value(w[b], e) - 32);
-      break;
-    }
+    case WType::Q6_H:
+      return dequantize_halves<BlockQ6_H, q6_h_value, 32>(static_cast<const BlockQ6_H*>(src), dst,
+                                                          cols);
     case WType::Q5_M: {
       const BlockQ5_M* w = static_cast<const BlockQ5_M*>(src);
       for (int64_t b = 0; b < cols / kQBlock; ++b) {
@@ -231,13 +223,9 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
       }
       break;
     }
-    case WType::Q3_H: {
-      const BlockQ3_H* w = static_cast<const BlockQ3_H*>(src);
-      for (int64_t b = 0; b < cols / kQBlock; ++b)
-        for (int e = 0; e < kQBlock; ++e)
-          dst[b * kQBlock + e] = f16_bits_to_f32(w[b].d[e / 16]) * float(q3_h_value(w[b], e) - 4);
-      break;
-    }
+    case WType::Q3_H:
+      return dequantize_halves<BlockQ3_H, q3_h_value, 4>(static_cast<const BlockQ3_H*>(src), dst,
+                                                         cols);
     case WType::IQ4_NL: {
       const BlockIQ4_NL* w = static_cast<const BlockIQ4_NL*>(src);
       for (int64_t b = 0; b < cols / kQBlock; ++b) {

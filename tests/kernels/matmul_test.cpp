@@ -173,45 +173,53 @@ TEST(Matmul, Q3_H) {
   check_type(WType::Q3_H);
 }
 
+// For random matrices of type `t` and their blocks rewritten as type `as` by
+// rewrite(src, dst, n_blocks), the built ISA's matmuls agree bit for bit (one token: decode's
+// register tiles; nine: prefill's).
+template <class From, class To, class Rewrite>
+void expect_same_matmul(WType t, WType as, uint32_t seed, Rewrite&& rewrite) {
+  std::mt19937 rng(seed);
+  for (int64_t rows : {5, 33, 64}) {
+    for (int64_t cols : {32, 96, 2048}) {
+      SCOPED_TRACE(testing::Message() << "rows=" << rows << " cols=" << cols);
+      const auto w = random_weights(rng, t, rows, cols);
+      std::vector<uint8_t> w2(row_bytes(as, cols) * rows, 0);
+      rewrite(reinterpret_cast<const From*>(w.data()), reinterpret_cast<To*>(w2.data()),
+              rows * cols / kQBlock);
+      const int64_t n_tok = 9;
+      const auto x = random_floats(rng, cols * n_tok, -2.0f, 2.0f);
+      const Prepared p1 = prepare(kIsa, t, w, rows, cols, x, n_tok);
+      const Prepared p2 = prepare(kIsa, as, w2, rows, cols, x, n_tok);
+      for (int64_t n : {int64_t(1), n_tok}) {
+        std::vector<float> y1(rows * n), y2(rows * n);
+        matmul(t, p1.packed.data(), rows, cols, 0, rows, p1.act.data(), n, y1.data(), rows);
+        matmul(as, p2.packed.data(), rows, cols, 0, rows, p2.act.data(), n, y2.data(), rows);
+        EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float))) << "n=" << n;
+      }
+    }
+  }
+}
+
 // Q3_H's dot is Q6_H's on the same values (q3 - 4 = q6 - 32, the same exact int sums per half, the
 // same fold): the matmul of a matrix equals, bit for bit, that of its Q6_H blocks of the same
 // scales with q6 = q3 + 28, the bits placed here by their layout in kernels.h.
 TEST(Matmul, Q3HIsQ6HOfItsValues) {
   if (!takes(WType::Q3_H)) GTEST_SKIP() << isa_name() << " does not take Q3_H";
-  std::mt19937 rng(78);
-  for (int64_t rows : {5, 33, 64}) {
-    for (int64_t cols : {32, 96, 2048}) {
-      SCOPED_TRACE(testing::Message() << "rows=" << rows << " cols=" << cols);
-      const auto w = random_weights(rng, WType::Q3_H, rows, cols);
-      std::vector<uint8_t> q6(row_bytes(WType::Q6_H, cols) * rows, 0);
-      const auto* src = reinterpret_cast<const BlockQ3_H*>(w.data());
-      auto* dst = reinterpret_cast<BlockQ6_H*>(q6.data());
-      for (int64_t b = 0; b < rows * cols / kQBlock; ++b) {
-        dst[b].d[0] = src[b].d[0];
-        dst[b].d[1] = src[b].d[1];
-        for (int e = 0; e < 32; ++e) {
-          const int h = e / 16, k = (e % 16) / 4, j = e % 4;  // e = 16h + 4k + j
-          const int q3 =
-              ((src[b].qs[4 * h + j] >> (2 * k)) & 3) | (((src[b].qh[j] >> (4 * h + k)) & 1) << 2);
-          const int q6 = q3 + 28;
-          dst[b].qs[e % 16] |= uint8_t((q6 & 15) << (4 * h));
-          dst[b].qh[4 * h + j] |= uint8_t((q6 >> 4) << (2 * k));
+  expect_same_matmul<BlockQ3_H, BlockQ6_H>(
+      WType::Q3_H, WType::Q6_H, 78, [](const BlockQ3_H* src, BlockQ6_H* dst, int64_t n) {
+        for (int64_t b = 0; b < n; ++b) {
+          dst[b].d[0] = src[b].d[0];
+          dst[b].d[1] = src[b].d[1];
+          for (int e = 0; e < 32; ++e) {
+            const int h = e / 16, k = (e % 16) / 4, j = e % 4;  // e = 16h + 4k + j
+            const int q3 = ((src[b].qs[4 * h + j] >> (2 * k)) & 3) |
+                           (((src[b].qh[j] >> (4 * h + k)) & 1) << 2);
+            const int q6 = q3 + 28;
+            dst[b].qs[e % 16] |= uint8_t((q6 & 15) << (4 * h));
+            dst[b].qh[4 * h + j] |= uint8_t((q6 >> 4) << (2 * k));
+          }
         }
-      }
-      const int64_t n_tok = 9;
-      const auto x = random_floats(rng, cols * n_tok, -2.0f, 2.0f);
-      const Prepared p3 = prepare(kIsa, WType::Q3_H, w, rows, cols, x, n_tok);
-      const Prepared p6 = prepare(kIsa, WType::Q6_H, q6, rows, cols, x, n_tok);
-      for (int64_t n : {int64_t(1), n_tok}) {  // decode's and prefill's register tiles
-        std::vector<float> y3(rows * n), y6(rows * n);
-        matmul(WType::Q3_H, p3.packed.data(), rows, cols, 0, rows, p3.act.data(), n, y3.data(),
-               rows);
-        matmul(WType::Q6_H, p6.packed.data(), rows, cols, 0, rows, p6.act.data(), n, y6.data(),
-               rows);
-        EXPECT_EQ(0, std::memcmp(y3.data(), y6.data(), y3.size() * sizeof(float))) << "n=" << n;
-      }
-    }
-  }
+      });
 }
 
 TEST(Matmul, IQ4_NL) {
@@ -225,37 +233,18 @@ TEST(Matmul, IQ4_NL) {
 // as quants, written here from GGUF's level table.
 TEST(Matmul, Iq4NlIsQ8_0OfItsLevels) {
   if (!takes(WType::IQ4_NL)) GTEST_SKIP() << isa_name() << " does not take IQ4_NL";
-  constexpr int8_t kGgufLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                      1,    13,   25,  38,  53,  69,  89,  113};
-  std::mt19937 rng(77);
-  for (int64_t rows : {5, 33, 64}) {
-    for (int64_t cols : {32, 96, 2048}) {
-      SCOPED_TRACE(testing::Message() << "rows=" << rows << " cols=" << cols);
-      const auto w = random_weights(rng, WType::IQ4_NL, rows, cols);
-      std::vector<uint8_t> q8(row_bytes(WType::Q8_0, cols) * rows);
-      const auto* src = reinterpret_cast<const BlockIQ4_NL*>(w.data());
-      auto* dst = reinterpret_cast<BlockQ8_0*>(q8.data());
-      for (int64_t b = 0; b < rows * cols / kQBlock; ++b) {
-        dst[b].d = src[b].d;
-        for (int j = 0; j < 16; ++j) {
-          dst[b].qs[j] = kGgufLevels[src[b].qs[j] & 15];
-          dst[b].qs[j + 16] = kGgufLevels[src[b].qs[j] >> 4];
+  expect_same_matmul<BlockIQ4_NL, BlockQ8_0>(
+      WType::IQ4_NL, WType::Q8_0, 77, [](const BlockIQ4_NL* src, BlockQ8_0* dst, int64_t n) {
+        constexpr int8_t kGgufLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+        for (int64_t b = 0; b < n; ++b) {
+          dst[b].d = src[b].d;
+          for (int j = 0; j < 16; ++j) {
+            dst[b].qs[j] = kGgufLevels[src[b].qs[j] & 15];
+            dst[b].qs[j + 16] = kGgufLevels[src[b].qs[j] >> 4];
+          }
         }
-      }
-      const int64_t n_tok = 9;
-      const auto x = random_floats(rng, cols * n_tok, -2.0f, 2.0f);
-      const Prepared pi = prepare(kIsa, WType::IQ4_NL, w, rows, cols, x, n_tok);
-      const Prepared p8 = prepare(kIsa, WType::Q8_0, q8, rows, cols, x, n_tok);
-      for (int64_t n : {int64_t(1), n_tok}) {  // decode's and prefill's register tiles
-        std::vector<float> yi(rows * n), y8(rows * n);
-        matmul(WType::IQ4_NL, pi.packed.data(), rows, cols, 0, rows, pi.act.data(), n, yi.data(),
-               rows);
-        matmul(WType::Q8_0, p8.packed.data(), rows, cols, 0, rows, p8.act.data(), n, y8.data(),
-               rows);
-        EXPECT_EQ(0, std::memcmp(yi.data(), y8.data(), yi.size() * sizeof(float))) << "n=" << n;
-      }
-    }
-  }
+      });
 }
 
 TEST(Matmul, RowTileAndSizes) {
