@@ -294,46 +294,38 @@ void gguf_q6_k_to_q6_h(const uint8_t* src, kernels::BlockQ6_H* dst, int64_t n) {
   }
 }
 
-void gguf_q3_k_to_q3_h(const uint8_t* src, kernels::BlockQ3_H* dst, int64_t n) {
-  for (int64_t i = 0; i < n / 256; ++i, src += 110) {  // as q3_k_block reads it
+// Q3_K's sub-blocks of 32 values, in order: f(j, d·scale of values 0..15, of 16..31, q) with
+// q[l] the 3-bit values − 4 (−4..3), as q3_k_block reads them.
+template <class F>
+void q3_k_sub_blocks(const uint8_t* src, int64_t n, F&& f) {
+  for (int64_t i = 0; i < n / 256; ++i, src += 110) {
     const float d = half(src + 108);
     for (int k = 0; k < 8; ++k) {
-      kernels::BlockQ3_H& b = dst[8 * i + k];
-      b = {};
-      int scale[2];
-      for (int e = 0; e < 32; ++e) {  // e = 16h + 4g + j: bits 2g of qs[4h + j], 4h + g of qh[j]
-        int q;
-        q3_k_value(src, 32 * k + e, scale[e / 16], q);
-        q += 4;
-        const int h = e / 16, g = (e % 16) / 4, j = e % 4;
-        b.qs[4 * h + j] |= uint8_t((q & 3) << (2 * g));
-        b.qh[j] |= uint8_t((q >> 2) << (4 * h + g));
-      }
-      b.d[0] = to_half(d * float(scale[0]));
-      b.d[1] = to_half(d * float(scale[1]));
+      int q[32], scale[2];
+      for (int l = 0; l < 32; ++l) q3_k_value(src, 32 * k + l, scale[l / 16], q[l]);
+      f(8 * i + k, d * float(scale[0]), d * float(scale[1]), q);
     }
   }
 }
 
-void gguf_q3_k_to_q6_h(const uint8_t* src, kernels::BlockQ6_H* dst, int64_t n) {
-  for (int64_t i = 0; i < n / 256; ++i, src += 110) {  // as q3_k_block reads it
-    const float d = half(src + 108);
-    for (int k = 0; k < 8; ++k) {
-      int q[32], scale[2];
-      for (int l = 0; l < 32; ++l) {
-        q3_k_value(src, 32 * k + l, scale[l / 16], q[l]);
-        q[l] += 32;
-      }
-      dst[8 * i + k] = q6_h_block(d * float(scale[0]), d * float(scale[1]), q);
+void gguf_q3_k_to_q3_h(const uint8_t* src, kernels::BlockQ3_H* dst, int64_t n) {
+  q3_k_sub_blocks(src, n, [&](int64_t i, float d0, float d1, const int* q) {
+    kernels::BlockQ3_H& b = dst[i];
+    b = {};
+    b.d[0] = to_half(d0);
+    b.d[1] = to_half(d1);
+    for (int e = 0; e < 32; ++e) {  // e = 16h + 4g + j: bits 2g of qs[4h + j], 4h + g of qh[j]
+      const int h = e / 16, g = (e % 16) / 4, j = e % 4, u = q[e] + 4;
+      b.qs[4 * h + j] |= uint8_t((u & 3) << (2 * g));
+      b.qh[j] |= uint8_t((u >> 2) << (4 * h + g));
     }
-  }
+  });
 }
 
 kernels::WType gguf_rewrite_type(uint32_t type) {
   if (gguf_has_q4_m(type)) return kernels::WType::Q4_M;
   if (type == kQ3_K && kernels::takes(kernels::WType::Q3_H)) return kernels::WType::Q3_H;
-  if ((type == kQ6_K || type == kQ3_K) && kernels::takes(kernels::WType::Q6_H))
-    return kernels::WType::Q6_H;
+  if (type == kQ6_K && kernels::takes(kernels::WType::Q6_H)) return kernels::WType::Q6_H;
   if (gguf_has_q5_m(type)) return kernels::WType::Q5_M;
   if ((type == kIQ4_NL || type == kIQ4_XS) && kernels::takes(kernels::WType::IQ4_NL))
     return kernels::WType::IQ4_NL;
@@ -350,8 +342,7 @@ void gguf_rewrite_rows(uint32_t type, const uint8_t* src, uint64_t in_row, int64
     } else if (gguf_rewrite_type(type) == kernels::WType::Q3_H) {
       gguf_q3_k_to_q3_h(src, reinterpret_cast<kernels::BlockQ3_H*>(dst), cols);
     } else if (gguf_rewrite_type(type) == kernels::WType::Q6_H) {
-      auto* out = reinterpret_cast<kernels::BlockQ6_H*>(dst);
-      type == kQ6_K ? gguf_q6_k_to_q6_h(src, out, cols) : gguf_q3_k_to_q6_h(src, out, cols);
+      gguf_q6_k_to_q6_h(src, reinterpret_cast<kernels::BlockQ6_H*>(dst), cols);
     } else if (gguf_rewrite_type(type) == kernels::WType::IQ4_NL) {
       iq4_to_iq4_nl(type, src, reinterpret_cast<kernels::BlockIQ4_NL*>(dst), cols);
     } else if (type == kIQ4_NL || type == kIQ4_XS) {

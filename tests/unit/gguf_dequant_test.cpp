@@ -186,11 +186,10 @@ std::vector<uint8_t> q6_k_block(uint16_t d) {
   return b;
 }
 
-// A block b of Q6_K or Q3_K (`type`) rewritten as Q6_H (what gguf_import runs it as where the
-// ISA takes Q6_H) decodes, through the kernels' Q6_H, to the block's own values: exactly at
-// d = 0.5, where each 16 values' d*scale(v) is a half, otherwise within half an f16 step of
-// d*scale(v) per unit of the largest |q| (qmax).
-// Q3_K rewritten as Q3_H (as = Q3_H) likewise.
+// A block b of Q6_K (`type` 14) rewritten as Q6_H, or of Q3_K (11) as Q3_H (`as`: what
+// gguf_import runs them as where the ISA takes them) decodes, through the kernels' type, to the
+// block's own values: exactly at d = 0.5, where each 16 values' d*scale(v) is a half, otherwise
+// within half an f16 step of d*scale(v) per unit of the largest |q| (qmax).
 template <class Scale>
 void expect_via(kernels::WType as, uint32_t type, const std::vector<uint8_t>& b, uint16_t d,
                 int qmax, Scale scale) {
@@ -198,8 +197,7 @@ void expect_via(kernels::WType as, uint32_t type, const std::vector<uint8_t>& b,
   if (as == kernels::WType::Q3_H)
     gguf_q3_k_to_q3_h(b.data(), reinterpret_cast<kernels::BlockQ3_H*>(m.data()), 256);
   else
-    (type == 14 ? gguf_q6_k_to_q6_h : gguf_q3_k_to_q6_h)(
-        b.data(), reinterpret_cast<kernels::BlockQ6_H*>(m.data()), 256);
+    gguf_q6_k_to_q6_h(b.data(), reinterpret_cast<kernels::BlockQ6_H*>(m.data()), 256);
   std::vector<float> got(256);
   kernels::scalar::dequantize_row(as, m.data(), got.data(), 256);
   const auto want = decode(type, b, 256);
@@ -295,13 +293,6 @@ TEST(GgufDequant, Q3K) {
     EXPECT_EQ(y[size_t(v)], 0.5f * float((q3_sc(sub16(v)) - 32) * (q3_q(v) - 4))) << v;
 }
 
-// Q3_K rows rewritten as Q6_H: q - 4 as q + 28.
-TEST(GgufDequant, Q3KToQ6H) {
-  for (uint16_t d : {kHalf, uint16_t(0x34CD)})
-    expect_via(kernels::WType::Q6_H, 11, q3_k_block(d), d, 4,
-               [](int v) { return q3_sc(sub16(v)) - 32; });
-}
-
 // Q3_K rows rewritten as Q3_H: the 3-bit values as they are (q - 4 as q).
 TEST(GgufDequant, Q3KToQ3H) {
   for (uint16_t d : {kHalf, uint16_t(0x34CD)})
@@ -361,9 +352,8 @@ TEST(GgufDequant, Iq4NlAndXs) {
     }
   }
   const bool q6 = kernels::takes(kernels::WType::Q6_H);
-  EXPECT_EQ(gguf_rewrite_type(11), kernels::takes(kernels::WType::Q3_H) ? kernels::WType::Q3_H
-                                   : q6                                 ? kernels::WType::Q6_H
-                                                                        : kernels::WType::Q8_0);
+  EXPECT_EQ(gguf_rewrite_type(11), q6 ? kernels::WType::Q3_H : kernels::WType::Q8_0);
+  EXPECT_EQ(kernels::takes(kernels::WType::Q3_H), q6);  // Q3_K as Q3_H wherever Q6_K is Q6_H
   EXPECT_EQ(gguf_rewrite_type(10), kernels::WType::Q8_0);
 }
 
