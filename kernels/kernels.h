@@ -15,9 +15,9 @@ namespace krafla::kernels {
 // they run at 4 bits instead of being widened to Q8_0; Q6_H holds GGUF's Q6_K rows (6 bits, a
 // scale per 16 values) at 7 bits a value and Q5_M the Q5_0, Q5_1 and Q5_K rows (5 bits, a scale
 // and an offset per 32) at 6, Q3_H GGUF's Q3_K rows (3 bits, a scale per 16 values) at 4, on the
-// ISAs whose matmul takes them (takes(), below). IQ4_NL is
-// GGUF's own block (and IQ4_XS's sub-blocks, each scale made f16): 4-bit indexes into a fixed
-// table of 16 non-uniform int8 levels.
+// ISAs whose matmul takes them (takes(), below). IQ4_NL is GGUF's own block (and IQ4_XS's
+// sub-blocks, each scale made f16): 4-bit indexes into a fixed table of 16 non-uniform int8
+// levels.
 enum class WType : int {
   F32 = 0,
   F16 = 1,
@@ -108,8 +108,8 @@ constexpr int q5_m_value(const BlockQ5_M& b, int e) {
   const int nib = h ? b.qs[e - 16] >> 4 : b.qs[e] & 0x0f;
   return nib | (((b.qh[j] >> (4 * h + k)) & 1) << 4);
 }
-// Bytes before a stored quantized block's quants: f16 d, and Q4_M's / Q5_M's f16 m (Q6_H: its
-// two d).
+// Bytes before a stored quantized block's quants: f16 d, and Q4_M's / Q5_M's f16 m (Q6_H, Q3_H:
+// their two d).
 constexpr int quants_offset(WType t) {
   return t == WType::Q4_M || t == WType::Q6_H || t == WType::Q5_M || t == WType::Q3_H ? 4 : 2;
 }
@@ -123,8 +123,9 @@ size_t row_bytes(WType t, int64_t cols);
   /* nullptr when the running CPU (and OS) supports this build's ISA, else the name of the         \
      first missing feature, e.g. "avx512vnni". Must itself use only baseline instructions. */      \
   const char* missing_cpu_feature();                                                               \
-  /* Whether pack/matmul take weights of type t: every type but Q6_H, Q5_M and IQ4_NL everywhere,  \
-     those where this ISA has their dots (the loader makes Q8_0 of GGUF's rows elsewhere).         \
+  /* Whether pack/matmul take weights of type t: every type but Q6_H, Q5_M, Q3_H and IQ4_NL        \
+     everywhere, those where this ISA has their dots (the loader makes Q8_0 of GGUF's rows         \
+     elsewhere).                                                                                   \
    */                                                                                              \
   bool takes(WType t);                                                                             \
                                                                                                    \

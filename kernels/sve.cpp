@@ -229,13 +229,12 @@ inline svfloat32_t fold_block(svfloat32_t acc, const uint8_t* rec, svfloat32_t d
     iq4_step<1>(u, 4 * kt, levels, al, ah, s0, s1);
     iq4_step<2>(u, 4 * kt, levels, al, ah, s0, s1);
     iq4_step<3>(u, 4 * kt, levels, al, ah, s0, s1);
-    const svint32_t isum = svadd_s32_x(pw, s0, s1);
-    return svmla_f32_x(pw, acc, svcvt_f32_s32_x(pw, isum), svmul_n_f32_x(pw, dw, a.d));
+  } else {
+    dot_step<kQ4, 0>(q, 4 * kt, al, ah, s0, s1);
+    dot_step<kQ4, 1>(q, 4 * kt, al, ah, s0, s1);
+    dot_step<kQ4, 2>(q, 4 * kt, al, ah, s0, s1);
+    dot_step<kQ4, 3>(q, 4 * kt, al, ah, s0, s1);
   }
-  dot_step<kQ4, 0>(q, 4 * kt, al, ah, s0, s1);
-  dot_step<kQ4, 1>(q, 4 * kt, al, ah, s0, s1);
-  dot_step<kQ4, 2>(q, 4 * kt, al, ah, s0, s1);
-  dot_step<kQ4, 3>(q, 4 * kt, al, ah, s0, s1);
   svint32_t isum = svadd_s32_x(pw, s0, s1);
   if constexpr (kQ4) isum = svasr_n_s32_x(pw, isum, 4);
   acc = svmla_f32_x(pw, acc, svcvt_f32_s32_x(pw, isum), svmul_n_f32_x(pw, dw, a.d));

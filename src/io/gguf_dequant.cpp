@@ -334,25 +334,35 @@ kernels::WType gguf_rewrite_type(uint32_t type) {
 
 void gguf_rewrite_rows(uint32_t type, const uint8_t* src, uint64_t in_row, int64_t cols, int64_t n,
                        uint8_t* dst) {
-  const size_t out_row = kernels::row_bytes(gguf_rewrite_type(type), cols);
+  using kernels::WType;
+  const WType as = gguf_rewrite_type(type);
+  const size_t out_row = kernels::row_bytes(as, cols);
   std::vector<float> row;
   for (int64_t r = 0; r < n; ++r, src += in_row, dst += out_row) {
-    if (gguf_has_q4_m(type)) {
-      gguf_to_q4_m(type, src, reinterpret_cast<kernels::BlockQ4_M*>(dst), cols);
-    } else if (gguf_rewrite_type(type) == kernels::WType::Q3_H) {
-      gguf_q3_k_to_q3_h(src, reinterpret_cast<kernels::BlockQ3_H*>(dst), cols);
-    } else if (gguf_rewrite_type(type) == kernels::WType::Q6_H) {
-      gguf_q6_k_to_q6_h(src, reinterpret_cast<kernels::BlockQ6_H*>(dst), cols);
-    } else if (gguf_rewrite_type(type) == kernels::WType::IQ4_NL) {
-      iq4_to_iq4_nl(type, src, reinterpret_cast<kernels::BlockIQ4_NL*>(dst), cols);
-    } else if (type == kIQ4_NL || type == kIQ4_XS) {
-      iq4_to_q8_0(type, src, reinterpret_cast<kernels::BlockQ8_0*>(dst), cols);
-    } else if (gguf_has_q5_m(type)) {
-      gguf_to_q5_m(type, src, reinterpret_cast<kernels::BlockQ5_M*>(dst), cols);
-    } else {
-      row.resize(size_t(cols));
-      gguf_dequantize_row(type, src, row.data(), cols);
-      kernels::quantize_row_q8_0(row.data(), reinterpret_cast<kernels::BlockQ8_0*>(dst), cols);
+    switch (as) {
+      case WType::Q4_M:
+        gguf_to_q4_m(type, src, reinterpret_cast<kernels::BlockQ4_M*>(dst), cols);
+        break;
+      case WType::Q3_H:
+        gguf_q3_k_to_q3_h(src, reinterpret_cast<kernels::BlockQ3_H*>(dst), cols);
+        break;
+      case WType::Q6_H:
+        gguf_q6_k_to_q6_h(src, reinterpret_cast<kernels::BlockQ6_H*>(dst), cols);
+        break;
+      case WType::IQ4_NL:
+        iq4_to_iq4_nl(type, src, reinterpret_cast<kernels::BlockIQ4_NL*>(dst), cols);
+        break;
+      case WType::Q5_M:
+        gguf_to_q5_m(type, src, reinterpret_cast<kernels::BlockQ5_M*>(dst), cols);
+        break;
+      default:  // Q8_0: IQ4's levels as its quants, the others decoded and requantized
+        if (type == kIQ4_NL || type == kIQ4_XS) {
+          iq4_to_q8_0(type, src, reinterpret_cast<kernels::BlockQ8_0*>(dst), cols);
+        } else {
+          row.resize(size_t(cols));
+          gguf_dequantize_row(type, src, row.data(), cols);
+          kernels::quantize_row_q8_0(row.data(), reinterpret_cast<kernels::BlockQ8_0*>(dst), cols);
+        }
     }
   }
 }

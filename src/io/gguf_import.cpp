@@ -339,30 +339,6 @@ bool beyond_layers(const std::string& name, int64_t n_layers) {
   return std::strtoll(name.c_str() + 4, nullptr, 10) >= n_layers;
 }
 
-// Elements per block and bytes per block of a view's type.
-std::pair<int64_t, int64_t> block_of(DType t) {
-  switch (t) {
-    case DType::Q8_0:
-      return {32, 34};
-    case DType::Q4_0:
-      return {32, 18};
-    case DType::Q4_M:
-      return {32, 20};
-    case DType::Q6_H:
-      return {32, 28};
-    case DType::Q5_M:
-      return {32, 24};
-    case DType::IQ4_NL:
-      return {32, 18};
-    case DType::Q3_H:
-      return {32, 16};
-    case DType::F16:
-      return {1, 2};
-    default:
-      return {1, 4};
-  }
-}
-
 // llama.cpp stores Qwen3.5's value heads "tiled" (v·n_k + g for value head v of key head g) for
 // its broadcasts; Hugging Face and the .mlb group them (g·r + v, r = n_v / n_k). Moves the
 // chunks of `unit` bytes that make one head, the heads starting at byte `first`, `count`
@@ -433,7 +409,7 @@ bool qwen35_tensor(const GgufFile& g, const json& c, TensorView v, GgufImport& m
   } else if (leaf == "ssm_dt_bias" || leaf == "ssm_a") {
     unit = 4;                      // F32 vectors, one value per head
   } else if (leaf == "ssm_out") {  // columns: value heads of vd elements
-    const auto [block, bytes] = block_of(v.dtype);
+    const auto [block, bytes] = dtype_block(v.dtype);
     if (vd % block)
       fail(g, fmt::format("tensor '{}': value head size {} is not a multiple of its blocks ({})",
                           v.name, vd, block));
@@ -564,7 +540,7 @@ GgufImport import_gguf(const GgufFile& g) {
     AlignedBuffer* rewritten = nullptr;  // the rows rewritten (gguf_rewrite_type)
     if (gguf_can_dequantize(t.type)) {
       if (vector) fail(g, fmt::format("tensor '{}': a quantized vector", t.name));
-      const auto [block, bytes] = block_of(v.dtype);
+      const auto [block, bytes] = dtype_block(v.dtype);
       v.size = uint64_t(t.shape[0]) * uint64_t(t.shape[1]) / uint64_t(block) * uint64_t(bytes);
       v.source = t.data;
       v.source_type = t.type;

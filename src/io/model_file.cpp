@@ -53,6 +53,7 @@ uint32_t read_u32(const uint8_t* p) {
 }  // namespace
 
 const char* dtype_name(DType t) { return info(t).name; }
+std::pair<int64_t, int64_t> dtype_block(DType t) { return {info(t).block, info(t).block_bytes}; }
 
 ModelFile::ModelFile(const std::string& path) : path_(path) {
   map_ = std::make_unique<MappedFile>(path, "a Krafla .mlb/.mlt file or a GGUF file");

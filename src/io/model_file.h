@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "io/mapped_file.h"
@@ -18,6 +19,8 @@ namespace krafla {
 enum class DType { F32, F16, BF16, Q8_0, Q4_0, Q4_M, Q6_H, Q5_M, IQ4_NL, Q3_H, Bytes };
 
 const char* dtype_name(DType t);
+// Elements per block and bytes per block of type t ({1, 4} for F32).
+std::pair<int64_t, int64_t> dtype_block(DType t);
 
 struct TensorView {
   std::string name;
