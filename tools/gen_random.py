@@ -2,7 +2,7 @@
 """Generate a random-weight Hugging Face checkpoint (Llama, Mistral, Qwen2, Qwen3, SmolLM2/3).
 
 Usage: tools/gen_random.py --arch llama|mistral|qwen2|qwen3|smollm3|smollm2 --shape SHAPE
-       [--rope linear|yarn [--rope-factor F]] [--seed N] [--dtype f32|bf16|f16]
+       [--rope linear|yarn|llama3 [--rope-factor F]] [--seed N] [--dtype f32|bf16|f16]
        [--tokenizer NAME_OR_DIR] [--llama2c-out FILE] -o DIR
 SHAPE: tiny, tinyllama, llama3-1b, mistral-tiny, qwen2-tiny, qwen2.5-0.5b, qwen3-tiny,
 qwen3-0.6b, smollm3-tiny, smollm3-3b, smollm2-tiny, smollm2-135m (see SHAPES).
@@ -110,11 +110,16 @@ BIAS_STD = 0.5  # Qwen2 q/k/v biases: N(0, BIAS_STD), the size of a projected el
 
 def rope_scaling(kind: str | None, factor: float, max_pos: int) -> tuple[dict | None, int]:
     """(rope_scaling dict, max_position_embeddings) for --rope: linear keeps the context, yarn
-    extends it factor times past the pretraining one (original_max_position_embeddings)."""
+    and llama3 extend it factor times past the pretraining one (original_max_position_embeddings;
+    llama3 with Llama 3.1's low/high frequency factors 1 and 4)."""
     if not kind:
         return None, max_pos
     if kind == "linear":
         return {"rope_type": "linear", "factor": factor}, max_pos
+    if kind == "llama3":
+        sc = {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0}
+        sc.update(high_freq_factor=4.0, original_max_position_embeddings=max_pos)
+        return sc, int(max_pos * factor)
     return (
         {"rope_type": "yarn", "factor": factor, "original_max_position_embeddings": max_pos},
         int(max_pos * factor),
@@ -271,7 +276,9 @@ def main(argv: list[str] | None = None) -> None:
         help="smollm2 = the llama architecture (model_type llama)",
     )
     p.add_argument("--shape", choices=list(SHAPES), required=True)
-    p.add_argument("--rope", choices=["linear", "yarn"], help="add this rope scaling to the shape")
+    p.add_argument(
+        "--rope", choices=["linear", "yarn", "llama3"], help="add this rope scaling to the shape"
+    )
     p.add_argument("--rope-factor", type=float, default=4.0, help="its factor (default 4)")
     p.add_argument("--llama2c-out", help="also write the weights as a llama2.c checkpoint")
     add_common_args(p, "tokenizer name under .models/tokenizers or a directory")

@@ -10,7 +10,8 @@ GGUF made from a Q8_0 .mlb holds the same blocks. What changes (after llama.cpp'
 - names: `tok_embd` -> `token_embd.weight`, `blk.N.X` -> `blk.N.X.weight`, biases `.bias`;
 - llama-architecture q and k rows are permuted from Hugging Face's rotate_half order into the
   interleaved pairs llama.cpp's LLAMA_ROPE_TYPE_NORM rotates;
-- the config becomes `{arch}.*` keys, the rope base is recovered from the inverse frequencies;
+- the config becomes `{arch}.*` keys, the rope base is recovered from the inverse frequencies
+  (llama3-style scaling: the recorded base, and the tensor rope_freqs.weight of divisors);
 - the tokenizer becomes tokenizer.ggml.* (SentencePiece-style `llama` vocabularies: tokens,
   scores in the order of tokenizer.json's merges, token types).
 
@@ -89,17 +90,35 @@ def base_and_factor(freqs: np.ndarray, dim: int) -> tuple[float, float, bool]:
     return base, factor, bool(np.allclose(freqs, plain / factor, rtol=1e-5))
 
 
-def rope_base(c: dict) -> tuple[float, float]:
-    """(base, linear factor) whose inverse frequencies base^(-2i/d) / factor are the config's;
-    other scalings are refused."""
+def recorded_theta(source: dict | None) -> float | None:
+    """The rope base convert.py recorded in a .mlb's source, if any."""
+    theta = ((source or {}).get("rope") or {}).get("theta")
+    return float(theta) if theta else None
+
+
+def rope_base(c: dict, source: dict | None = None) -> tuple[float, float, np.ndarray | None]:
+    """(base, linear factor, per-frequency divisors or None) whose inverse frequencies
+    base^(-2i/d) / factor / divisor_i are the config's. Linear scaling needs no divisors; any
+    other (llama3's) needs the converter's rope base (`theta`, from the .mlb's source) and
+    becomes llama.cpp's rope_freqs.weight: F32 divisors of base^(-2i/d), as its converter
+    writes for Llama 3.1+."""
+    theta = recorded_theta(source)
     freqs = np.asarray(c["rope_freqs"], dtype=np.float64)
     dim = int(c.get("rope_dim", c["head_dim"]))
     if len(freqs) != dim // 2 or dim < 4:
         raise ToGgufError(f"rope_freqs has {len(freqs)} entries, rope_dim {dim} needs {dim // 2}")
     base, factor, ok = base_and_factor(freqs, dim)
-    if not ok:
-        raise ToGgufError("rope scaling other than linear is not supported yet")
-    return base, (1.0 if abs(factor - 1) < 1e-9 else factor)
+    if ok:
+        return base, (1.0 if abs(factor - 1) < 1e-9 else factor), None
+    if not theta or theta <= 0:
+        raise ToGgufError(
+            "rope scaling other than linear needs the rope base the converter recorded "
+            "(source.rope.theta; convert this model again with tools/convert.py)"
+        )
+    divisors = theta ** (-np.arange(0, dim, 2, dtype=np.float64) / dim) / freqs
+    if not np.all(np.isfinite(divisors) & (divisors > 0)):
+        raise ToGgufError("rope_freqs are not positive: no per-frequency divisors give them")
+    return theta, 1.0, divisors
 
 
 def _tokens(tj: dict) -> tuple[list[str], dict[str, int], dict[int, bool]]:
@@ -340,7 +359,9 @@ def arch_keys(c: dict, name: str, dtype: str, source: dict | None = None) -> dic
         rope = c.get("layer_rope") or [True] * c["n_layers"]
         _check(rope == [(i + 1) % 4 != 0 for i in range(c["n_layers"])], f"NoPE layers {rope}")
     yarn = yarn_keys(c, a, source or {})
-    base, factor = (float(source["rope"]["theta"]), 1.0) if yarn else rope_base(c)
+    base, factor, divisors = (recorded_theta(source), 1.0, None) if yarn else rope_base(c, source)
+    if divisors is not None and a != "llama":  # llama.cpp reads rope_freqs on llama only
+        raise ToGgufError(f"rope scaling other than linear and yarn is not supported on {a}")
     kv = {
         "general.architecture": a,
         "general.name": name,
@@ -455,7 +476,14 @@ def convert(src: str, out: str, to: str | None = None, round_trip: bool = False)
     kv.update(vocab_keys(tj, tc))
     pad_vocab(kv, c["n_vocab"])
     tensors = []
-    qwen35 = kv["general.architecture"] == "qwen35"
+    arch = kv["general.architecture"]
+    if (
+        kv.get(f"{arch}.rope.scaling.type") != "yarn"
+        and (divisors := rope_base(c, r.meta.get("source"))[2]) is not None
+    ):
+        d = divisors.astype(np.float32)
+        tensors.append(gguf.Tensor("rope_freqs.weight", "f32", d.shape, d.tobytes()))
+    qwen35 = arch == "qwen35"
     if to and qwen35:
         raise ToGgufError("--quant does not take qwen35 models yet")
     for t in r.meta["tensors"]:

@@ -13,8 +13,8 @@ import numpy as np
 
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PY = sys.executable
-# Random checkpoints: tiny Llama-3-shaped (byte-level BPE vocabulary, llama3 rope scaling is
-# not in the tiny shape) and a Mistral-shaped one whose sliding window (16) is shorter than
+# Random checkpoints: tiny Llama-3-shaped (byte-level BPE vocabulary; llama-rope3 adds llama3
+# rope scaling) and a Mistral-shaped one whose sliding window (16) is shorter than
 # the prompts below, so the window is exercised.
 MODELS = {
     "llama": ["--arch", "llama", "--shape", "tiny", "--tokenizer", "llama3", "--seed", "11"],
@@ -27,6 +27,21 @@ MODELS = {
     "smollm3": ["--arch", "smollm3", "--shape", "smollm3-tiny", "--seed", "23"],
     "smollm2": ["--arch", "smollm2", "--shape", "smollm2-tiny", "--seed", "24"],
     "qwen3-yarn": ["--arch", "qwen3", "--shape", "qwen3-tiny", "--rope", "yarn", "--seed", "25"],
+    # Llama 3.1's rope scaling (per-frequency: high kept, low divided, a smooth band between)
+    "llama-rope3": [
+        "--arch",
+        "llama",
+        "--shape",
+        "tiny",
+        "--tokenizer",
+        "llama3",
+        "--rope",
+        "llama3",
+        "--rope-factor",
+        "8",
+        "--seed",
+        "13",
+    ],
     # Issue 4: Gemma 2 (soft-caps, alternate sliding layers), Gemma 3 (local/global RoPE,
     # q/k norms) and a Gemma 3 image-text checkpoint whose vision tower must be skipped.
     "gemma2": ["--arch", "gemma2", "--seed", "31"],

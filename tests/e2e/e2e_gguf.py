@@ -38,6 +38,13 @@ TEXTS = [
 ]
 
 
+# Models whose GGUF holds rope_freqs.weight (llama3 scaling): F32 divisors of the plain
+# frequencies, as llama.cpp's converter writes them, round each frequency by up to 6e-8, so
+# F32's limit instead of equal bits (measured equal at 41 tokens; without the divisors the
+# logits move by 1.6% of the largest).
+F32_ROPE_DIVISORS = {"llama-rope3"}
+
+
 def gguf_of(a, model: str, quant: str, src: str | None = None) -> str:
     out = os.path.join(a.scratch, f"{model}-{quant}.gguf")
     must(tool("to_gguf.py") + [src or mlb(a.work, model, quant), "-o", out])
@@ -101,6 +108,14 @@ def case_gguf(a, model: str) -> None:
         ml_run(a, g, ids, got, ["-t", "2"])
         ml_run(a, mlbs[q], ids, want, ["-t", "2"])
         x, y = np.load(got), np.load(want)
+        if model in F32_ROPE_DIVISORS:
+            r = must(
+                [PY, os.path.join(SRC, "tests", "e2e", "compare.py"), want, got] + LIMITS["f32"]
+            )
+            print(
+                f"ok: {model}-{q}: GGUF logits within F32's limit of the .mlb's: {r.stdout.strip()}"
+            )
+            continue
         if x.shape != y.shape or not np.array_equal(x.view(np.uint32), y.view(np.uint32)):
             raise SystemExit(f"FAILED: {model}-{q}: GGUF logits differ from the .mlb's")
         print(f"ok: {model}-{q}: GGUF logits bit-identical to the .mlb's {x.shape}")

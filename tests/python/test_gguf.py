@@ -23,6 +23,7 @@ sys.path.insert(0, HERE)
 
 import convert  # noqa: E402
 import gguf  # noqa: E402
+import hf_config  # noqa: E402
 import mlb  # noqa: E402
 import quant  # noqa: E402
 import to_gguf  # noqa: E402
@@ -198,10 +199,11 @@ class ToGgufTest(unittest.TestCase):
     def test_refusals(self):
         bad = dict(self.m.config, rope_freqs=[1.0, 0.5] + [0.4] * 30)
         lin = dict(self.m.config, rope_freqs=list(np.array(self.m.config["rope_freqs"]) / 4))
-        base, factor = to_gguf.rope_base(lin)
+        base, factor, divisors = to_gguf.rope_base(lin)
         self.assertAlmostEqual(base, 10000.0, delta=1e-6)
         self.assertAlmostEqual(factor, 4.0, delta=1e-12)
-        with self.assertRaisesRegex(to_gguf.ToGgufError, "other than linear"):
+        self.assertIsNone(divisors)
+        with self.assertRaisesRegex(to_gguf.ToGgufError, "other than linear needs the rope base"):
             to_gguf.rope_base(bad)
         with self.assertRaisesRegex(to_gguf.ToGgufError, "arch 'mamba'"):
             to_gguf.arch_keys(dict(self.m.config, arch="mamba"), "x", "f32")
@@ -210,6 +212,29 @@ class ToGgufTest(unittest.TestCase):
         code, err = run_main(to_gguf.main, [self.gguf_path, "-o", os.path.join(self.tmp.name, "x")])
         self.assertEqual(code, 2)
         self.assertIn("to_gguf.py: error:", err)
+
+    def test_llama3_rope_divisors(self):
+        """Llama 3.1's scaling as llama.cpp's converter writes it (rope_freqs.weight): divisor 1
+        where the wavelength is under original_ctx / high_freq_factor, the factor above
+        original_ctx / low_freq_factor, 1 / ((1 - s) / factor + s) between, s = (original_ctx /
+        wavelength - low) / (high - low); the recorded base."""
+        sc = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0}
+        sc.update(high_freq_factor=4.0, original_max_position_embeddings=8192)
+        cfg = {"rope_theta": 500000.0, "rope_scaling": sc, "max_position_embeddings": 131072}
+        freqs, _ = hf_config.compute_rope(cfg, 64)
+        c = dict(self.m.config, head_dim=64, rope_freqs=freqs)
+        c.pop("rope_dim", None)
+        base, factor, divisors = to_gguf.rope_base(c, {"rope": {"theta": 500000.0}})
+        self.assertEqual((base, factor), (500000.0, 1.0))
+        wl = 2 * np.pi * 500000.0 ** (np.arange(0, 64, 2) / 64)
+        s = (8192 / wl - 1) / 3
+        want = np.where(wl < 2048, 1.0, np.where(wl > 8192, 32.0, 1 / ((1 - s) / 32 + s)))
+        self.assertTrue(1 < np.count_nonzero(want == 1) < 31 and np.any((want > 1) & (want < 32)))
+        np.testing.assert_allclose(divisors, want, rtol=1e-12)
+        with self.assertRaisesRegex(to_gguf.ToGgufError, "needs the rope base"):
+            to_gguf.rope_base(c)  # a .mlb without source.rope.theta
+        with self.assertRaisesRegex(to_gguf.ToGgufError, "not supported on qwen2"):
+            to_gguf.arch_keys(dict(c, arch="qwen2"), "x", "f32", {"rope": {"theta": 500000.0}})
 
 
 class KQuantTest(unittest.TestCase):
