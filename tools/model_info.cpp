@@ -78,13 +78,16 @@ json tokenizer_json(const Tokenizer& t) {
 }
 
 json info_json(const ModelFileInfo& info, const Tokenizer& tok) {
+  // A GGUF file is read as a .mlb is (its source names it): the file's own format and version
+  const json source = json::parse(info.source_json);
+  const bool gguf = source.is_object() && source.value("format", "") == "gguf";
   json j = {{"path", info.path},
-            {"format", "krafla-mlb"},
-            {"version", info.version},
+            {"format", gguf ? "gguf" : "krafla-mlb"},
+            {"version", gguf ? source.value("gguf_version", 0) : info.version},
             {"kind", info.kind},
             {"file_size", info.file_size},
             {"data_offset", info.data_offset},
-            {"source", json::parse(info.source_json)}};
+            {"source", source}};
   if (info.config) j["config"] = config_json(*info.config);
   j["tokenizer"] = tokenizer_json(tok);
   json tensors = json::array(), totals = json::object();
@@ -145,8 +148,8 @@ std::string mib(uint64_t bytes) { return fmt::format("{:.2f} MiB", bytes / 10485
 
 void print_text(const json& j, const Tokenizer& tok) {
   fmt::print("file        {}\n", j["path"].get<std::string>());
-  fmt::print("format      krafla-mlb version {}, kind {}\n", j["version"].get<int>(),
-             j["kind"].get<std::string>());
+  fmt::print("format      {} version {}, kind {}\n", j["format"].get<std::string>(),
+             j["version"].get<int>(), j["kind"].get<std::string>());
   fmt::print("size        {} bytes ({}), tensor data from offset {}\n",
              j["file_size"].get<uint64_t>(), mib(j["file_size"].get<uint64_t>()),
              j["data_offset"].get<uint64_t>());

@@ -132,8 +132,10 @@ def case_gguf(a, model: str) -> None:
         serve_check(a, g)
     info = json.loads(must([tok, "info", g, "--json"]).stdout)
     assert info["kind"] == "model" and info["config"]["n_layers"] > 0, info
+    assert (info["format"], info["version"]) == ("gguf", 3), (info["format"], info["version"])
     # --chat auto: the template the GGUF's text is recognised as, the one convert.py chose
     m_info = json.loads(must([tok, "info", mlbs["q4_0"], "--json"]).stdout)
+    assert m_info["format"] == "krafla-mlb", m_info["format"]
     assert info["config"]["chat_template"] == m_info["config"]["chat_template"], (
         info["config"]["chat_template"],
         m_info["config"]["chat_template"],
