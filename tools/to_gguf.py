@@ -22,6 +22,7 @@ embedding, output, attn_v and ffn_down (the types a Q4_K_M file mixes), --quant 
 --quant iq4_xs to IQ4_XS (IQ4_NL where a row is not a multiple of 256), with tools/quant.py's
 plain min/max quantizers (not llama-quantize's: for tests of the K-quant import, not for
 quality); --round-trip then writes F32 of the very values those blocks decode to instead.
+Qwen3.5's tensors are put in llama.cpp's layout (value heads tiled) as F32 first, then quantized.
 
 Supported so far: llama (Llama 2/3, SmolLM2, Mistral without a window), qwen2, qwen3, smollm3,
 gemma2 and gemma3 (what llama.cpp's keys can express: its Gemma query-scale rule and sliding
@@ -448,10 +449,15 @@ SIX_BIT = ("tok_embd", "output", "attn_v", "ffn_down")  # --quant q4_k_m's Q6_K 
 def requant(r: mlb.MlbReader, name: str, to: str, round_trip: bool, leaf: str) -> tuple[str, bytes]:
     """Tensor `name` of r as --quant `to` writes it: (dtype, bytes)."""
     t = r.tensors[name]
-    raw, shape, dtype = r.raw(name), tuple(t["shape"]), t["dtype"]
+    shape = tuple(t["shape"])
     if len(shape) != 2 or shape[1] % quant.QK:
-        return dtype, raw
-    k = shape[1] % quant.QK_K == 0
+        return t["dtype"], r.raw(name)
+    return requant_array(r.array(name), to, round_trip, leaf)
+
+
+def requant_array(x: np.ndarray, to: str, round_trip: bool, leaf: str) -> tuple[str, bytes]:
+    """A matrix (rows of a multiple of 32) as --quant `to` writes it: (dtype, bytes)."""
+    k = x.shape[1] % quant.QK_K == 0
     if to == "q4_k_m" and leaf in SIX_BIT:
         kind = "q6_k" if k else "q8_0"
     elif to in ("q3_k", "iq4_xs"):  # K-quant rows of 256; otherwise as llama-quantize falls back
@@ -460,8 +466,24 @@ def requant(r: mlb.MlbReader, name: str, to: str, round_trip: bool, leaf: str) -
         kind = to
     else:
         kind = "q4_k" if to in ("q4_k", "q4_k_m") and k else "q4_1"
-    q = quant.quantize(r.array(name), kind)
-    return ("f32", quant.dequantize(q, kind, shape).tobytes()) if round_trip else (kind, q)
+    q = quant.quantize(x, kind)
+    return ("f32", quant.dequantize(q, kind, x.shape).tobytes()) if round_trip else (kind, q)
+
+
+def qwen35_requant(
+    r: mlb.MlbReader, c: dict, name: str, to: str, round_trip: bool
+) -> gguf.Tensor | None:
+    """A Qwen3.5 tensor for --quant: put in llama.cpp's layout as F32 first (its value heads
+    tiled, so ssm_out's columns move whole heads whatever the block size), then quantized."""
+    t = r.tensors[name]
+    shape = tuple(t["shape"])
+    f32 = r.array(name).astype(np.float32).tobytes()
+    got = qwen35_tensor(r, c, name, "f32", shape, f32, f32=True)
+    if got is None or len(got.shape) != 2 or got.shape[1] % quant.QK:
+        return got
+    x = np.frombuffer(got.data, "<f4").reshape(got.shape)
+    dtype, data = requant_array(x, to, round_trip, name.rsplit(".", 1)[-1])
+    return gguf.Tensor(got.name, dtype, got.shape, data)
 
 
 def convert(src: str, out: str, to: str | None = None, round_trip: bool = False) -> None:
@@ -484,10 +506,13 @@ def convert(src: str, out: str, to: str | None = None, round_trip: bool = False)
         d = divisors.astype(np.float32)
         tensors.append(gguf.Tensor("rope_freqs.weight", "f32", d.shape, d.tobytes()))
     qwen35 = arch == "qwen35"
-    if to and qwen35:
-        raise ToGgufError("--quant does not take qwen35 models yet")
     for t in r.meta["tensors"]:
         if t["dtype"] == "bytes":
+            continue
+        if qwen35 and to:
+            got = qwen35_requant(r, c, t["name"], to, round_trip)
+            if got:
+                tensors.append(got)
             continue
         raw, shape, dtype = r.raw(t["name"]), tuple(t["shape"]), t["dtype"]
         leaf = t["name"].rsplit(".", 1)[-1]
@@ -524,11 +549,11 @@ QWEN35_NAMES = {
 
 
 def qwen35_tensor(
-    r: mlb.MlbReader, c: dict, name: str, dtype: str, shape: tuple, raw: bytes
+    r: mlb.MlbReader, c: dict, name: str, dtype: str, shape: tuple, raw: bytes, f32: bool = False
 ) -> gguf.Tensor | None:
     """A Qwen3.5 tensor as llama.cpp's converter writes it: the gate rows back inside attn_q
     (per head, query rows then gate rows; attn_gate itself is then skipped), the DeltaNet value
-    heads tiled, its own names."""
+    heads tiled, its own names. f32: raw is the tensor decoded to F32 (attn_gate is read so)."""
     prefix, leaf = name.rsplit(".", 1) if "." in name else ("", name)
     prefix = prefix + "." if prefix else ""
     if leaf == "attn_gate":  # attention layers only (DeltaNet gates are ssm_z)
@@ -536,7 +561,9 @@ def qwen35_tensor(
     if leaf == "attn_q":
         hd, heads = c["head_dim"], c["n_heads"]
         q = np.frombuffer(raw, np.uint8).reshape(heads, hd, -1)
-        gate = np.frombuffer(r.raw(prefix + "attn_gate"), np.uint8).reshape(heads, hd, -1)
+        g = prefix + "attn_gate"
+        g_raw = r.array(g).astype(np.float32).tobytes() if f32 else r.raw(g)
+        gate = np.frombuffer(g_raw, np.uint8).reshape(heads, hd, -1)
         merged = np.concatenate([q, gate], axis=1).tobytes()
         return gguf.Tensor(prefix + "attn_q.weight", dtype, (2 * shape[0], shape[1]), merged)
     nk, nv = c["lin_k_heads"], c["lin_v_heads"]

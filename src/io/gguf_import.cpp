@@ -389,8 +389,11 @@ bool qwen35_tensor(const GgufFile& g, const json& c, TensorView v, GgufImport& m
       std::memcpy(gate.data() + h * head, v.data + (2 * h + 1) * head, head);
     }
     const std::vector<int64_t> shape{hd * heads, v.cols()};
-    m.tensors.push_back({v.name, v.dtype, shape, q.data(), v.offset, half});
-    m.tensors.push_back({prefix + "attn_gate", v.dtype, shape, gate.data(), v.offset, half});
+    for (auto [name, data] : {std::pair{v.name, q.data()}, {prefix + "attn_gate", gate.data()}}) {
+      TensorView part{name, v.dtype, shape, data, v.offset, half};
+      part.source_type = v.source_type;  // what it was in the file (ml_tok info)
+      m.tensors.push_back(std::move(part));
+    }
     return true;
   }
   const int64_t nk = c["lin_k_heads"], nv = c["lin_v_heads"], vd = c["lin_v_dim"];
@@ -428,6 +431,7 @@ bool qwen35_tensor(const GgufFile& g, const json& c, TensorView v, GgufImport& m
   std::memcpy(b.data(), v.data, v.size);  // the parts that stay (q and k rows)
   ungroup_heads(v.data, b.data(), first, unit, nk, r, count, stride);
   v.data = b.data();
+  v.source = nullptr;  // the file's rows are in the other order
   m.tensors.push_back(std::move(v));
   return true;
 }
