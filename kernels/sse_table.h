@@ -343,6 +343,8 @@ void dequantize_row(WType t, const void* src, float* dst, int64_t cols) {
     case WType::Q4_M:
     case WType::Q6_H:
     case WType::Q5_M:
+    case WType::IQ4_NL:
+    case WType::Q3_H:
       return scalar::dequantize_row(t, src, dst, cols);
     case WType::Q8_0:
     case WType::Q4_0:

@@ -1,6 +1,7 @@
 // Vector ops, conversions and quantization: built ISA and scalar against double references.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <numbers>
@@ -444,6 +445,24 @@ TEST(Quantize, DequantizeQ4M) {
     EXPECT_EQ(y[j + 16], 0.5f * (7 - j) - 1.25f);
     EXPECT_EQ(ys[j], y[j]);
     EXPECT_EQ(ys[j + 16], y[j + 16]);
+  }
+}
+
+// The table's dequantize_row (the embedding's row lookups) against the scalar build's, bit for
+// bit, for every type this ISA's matmul takes (sse_table.h once read IQ4_NL and Q3_H as Q8_0).
+TEST(Quantize, DequantizeRowEveryType) {
+  std::mt19937 rng(21);
+  for (int t = 0; t < kWTypes; ++t) {
+    const WType w = WType(t);
+    if (!takes(w)) continue;
+    SCOPED_TRACE(test::type_name(w));
+    const int64_t cols = 512;
+    const auto row = test::random_weights(rng, w, 1, cols);
+    std::vector<float> y(cols), ys(cols);
+    dequantize_row(w, row.data(), y.data(), cols);
+    scalar::dequantize_row(w, row.data(), ys.data(), cols);
+    EXPECT_EQ(std::memcmp(y.data(), ys.data(), cols * sizeof(float)), 0);
+    EXPECT_TRUE(std::any_of(y.begin(), y.end(), [](float v) { return v != 0; }));
   }
 }
 
