@@ -78,16 +78,13 @@ json tokenizer_json(const Tokenizer& t) {
 }
 
 json info_json(const ModelFileInfo& info, const Tokenizer& tok) {
-  // A GGUF file is read as a .mlb is (its source names it): the file's own format and version
-  const json source = json::parse(info.source_json);
-  const bool gguf = source.is_object() && source.value("format", "") == "gguf";
   json j = {{"path", info.path},
-            {"format", gguf ? "gguf" : "krafla-mlb"},
-            {"version", gguf ? source.value("gguf_version", 0) : info.version},
+            {"format", info.format},
+            {"version", info.version},
             {"kind", info.kind},
             {"file_size", info.file_size},
             {"data_offset", info.data_offset},
-            {"source", source}};
+            {"source", json::parse(info.source_json)}};
   if (info.config) j["config"] = config_json(*info.config);
   j["tokenizer"] = tokenizer_json(tok);
   json tensors = json::array(), totals = json::object();

@@ -114,12 +114,13 @@ struct TensorInfo {
                           // file's type, "Q6_K"; empty otherwise
 };
 
-// What a .mlb or .mlt file holds, validated as load() validates it (header, metadata, every
-// tensor's bounds, the config) but with no weight packed: for dumps such as ml_tok info.
+// What a .mlb, .mlt or GGUF file holds, validated as load() validates it (header, metadata,
+// every tensor's bounds, the config) but with no weight packed: for dumps such as ml_tok info.
 struct ModelFileInfo {
   std::string path;
+  std::string format;    // "krafla-mlb" or "gguf"
   std::string kind;      // "model" or "tokenizer"
-  uint32_t version = 0;  // format version
+  uint32_t version = 0;  // the format's version
   uint64_t file_size = 0;
   uint64_t data_offset = 0;
   std::optional<ModelConfig> config;  // model files only

@@ -281,6 +281,7 @@ ModelFileInfo inspect_model_file(const std::string& path) {
   ModelFile f(path);
   ModelFileInfo info;
   info.path = path;
+  info.format = f.is_gguf() ? "gguf" : "krafla-mlb";
   info.kind = f.kind();
   info.version = f.version();
   info.file_size = f.file_size();
