@@ -12,7 +12,7 @@
 #include "kernels/common.h"
 #include "kernels/kernels.h"
 #include "ops/attention.h"
-#include "runtime/kv_cache.h"
+#include "state/kv_cache.h"
 
 namespace krafla::kernels {
 namespace {

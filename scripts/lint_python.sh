@@ -16,7 +16,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "lint_python: ${missing[*]} not installed (scripts/setup.sh installs it); skipped" >&2
   exit 77
 fi
-paths=(tools tests scripts/*.py)
+paths=(tools tests python scripts/*.py)
 status=0
 if [ "${1:-}" = "--fix" ]; then
   black -q "${paths[@]}"

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Bit-identity guard for behaviour-preserving changes: dump every position's logits of every
-e2e model file (BUILD/e2e/*.mlb, made by `ctest -R e2e.setup`) before a refactor, and compare
-after it, bit for bit.
+e2e model file (BUILD/e2e/*.mlb, made by `ctest -R e2e.setup`, and any *.gguf beside them, e.g.
+written by tools/to_gguf.py) before a refactor, and compare after it, bit for bit.
 
   scripts/logits_snapshot.py dump    --bin build/avx512vnni --out /tmp/logits-before
   scripts/logits_snapshot.py compare --bin build/avx512vnni --out /tmp/logits-before
@@ -52,16 +52,19 @@ def main() -> None:
     p.add_argument("mode", choices=["dump", "compare"])
     p.add_argument("--bin", required=True, help="build directory with ml_run and e2e/*.mlb")
     p.add_argument("--out", required=True, help="directory of the snapshot")
-    p.add_argument("--models", help="directory of the .mlb files (default BIN/e2e)")
+    p.add_argument("--models", help="directory of the .mlb/.gguf files (default BIN/e2e)")
     a = p.parse_args()
-    models = sorted(glob.glob(os.path.join(a.models or os.path.join(a.bin, "e2e"), "*.mlb")))
+    where = a.models or os.path.join(a.bin, "e2e")
+    models = sorted(
+        glob.glob(os.path.join(where, "*.mlb")) + glob.glob(os.path.join(where, "*.gguf"))
+    )
     if not models:
         sys.exit(f"no model files in {a.bin}/e2e: run `ctest --test-dir {a.bin} -R e2e.setup`")
     os.makedirs(a.out, exist_ok=True)
     differ = []
     for path in models:
         for v in VARIANTS:
-            name = f"{os.path.basename(path)[:-4]}.{v}.npy"
+            name = f"{os.path.basename(path)}.{v}.npy"
             if a.mode == "dump":
                 run(a.bin, path, v, os.path.join(a.out, name))
                 continue

@@ -15,10 +15,10 @@
 #include <thread>
 
 #include "cli_common.h"
-#include "kernels/kernels.h"
 #include "krafla/error.h"
 #include "krafla/model.h"
 #include "krafla/session.h"
+#include "krafla/system.h"
 
 using namespace krafla;
 using ordered_json = nlohmann::ordered_json;
@@ -150,7 +150,7 @@ double read_bandwidth(int mib, int threads, int reps) {
       const int64_t from = i * 4 + ahead;  // the step's bytes, `ahead` further on
       if (ahead > 0 && from + kStep * 4 <= n * 4)
         for (int64_t l = 0; l < kStep * 4; l += 64) __builtin_prefetch(bytes + from + l);
-      sum += kernels::dot_f32(buf + i, buf + i, kStep);
+      sum += krafla::dot_f32(buf + i, buf + i, kStep);
     }
     return sum;
   };
@@ -238,7 +238,7 @@ ordered_json result_json(const Result& r, const ModelDesc& m, const std::string&
   std::vector<double> ns(r.samples_ns.begin(), r.samples_ns.end());
   const std::vector<double> ts = r.samples_ts();
   return {{"build", build},
-          {"isa", kernels::isa_name()},
+          {"isa", isa_name()},
           {"model_filename", m.filename},
           {"model_type", m.type},
           {"model_arch", m.arch},
@@ -285,7 +285,7 @@ class Printer {
     widths_ = {std::max<size_t>(30, m.type.size()),
                10,
                10,
-               std::max<size_t>(10, std::string(kernels::isa_name()).size()),
+               std::max<size_t>(10, std::string(isa_name()).size()),
                7,
                15,
                20};
@@ -319,7 +319,7 @@ class Printer {
     }
     if (format_ == "md") {
       const std::vector<double> ts = r.samples_ts();
-      row({model_.type, human_size(model_.size), human_params(model_.n_params), kernels::isa_name(),
+      row({model_.type, human_size(model_.size), human_params(model_.n_params), isa_name(),
            std::to_string(r.test.threads), r.test.name(),
            fmt::format("{:.2f} ± {:.2f}", mean(ts), stddev(ts))});
     } else if (format_ == "csv") {

@@ -14,12 +14,12 @@
 #include "krafla/generate.h"
 #include "krafla/imatrix.h"
 #include "krafla/model.h"
+#include "krafla/path.h"
 #include "krafla/sampler.h"
 #include "krafla/session.h"
 #include "model_info.h"
 #include "run_chat.h"
 #include "run_perplexity.h"
-#include "src/io/utf8_path.h"
 #include "stop_filter.h"
 
 using namespace krafla;

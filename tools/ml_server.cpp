@@ -14,10 +14,10 @@
 #include "draft.h"
 #include "krafla/error.h"
 #include "krafla/model.h"
+#include "krafla/path.h"
 #include "server/engine.h"
 #include "server/http_server.h"
 #include "server/stop_signal.h"
-#include "src/io/utf8_path.h"
 
 using namespace krafla;
 

@@ -7,7 +7,6 @@
 #include <cstring>
 
 #include "io/gguf_file.h"
-#include "io/gguf_import.h"
 #include "krafla/error.h"
 #include "krafla/json_depth.h"
 
@@ -55,9 +54,11 @@ uint32_t read_u32(const uint8_t* p) {
 const char* dtype_name(DType t) { return info(t).name; }
 std::pair<int64_t, int64_t> dtype_block(DType t) { return {info(t).block, info(t).block_bytes}; }
 
-ModelFile::ModelFile(const std::string& path) : path_(path) {
+ModelFile::ModelFile(const std::string& path, GgufImporter import_gguf) : path_(path) {
   map_ = std::make_unique<MappedFile>(path, "a Krafla .mlb/.mlt file or a GGUF file");
   if (map_->size() >= 4 && std::memcmp(map_->data(), "GGUF", 4) == 0) {
+    if (!import_gguf)
+      throw Error(fmt::format("{}: a GGUF file, where a .mlb/.mlt file is read", path));
     gguf_ = std::make_unique<GgufFile>(path, std::move(map_));
     GgufImport m = import_gguf(*gguf_);
     base_ = gguf_->data();  // tensors stored as they run are views into it

@@ -1,6 +1,6 @@
 // Opens, validates and maps a model file: a .mlb model or .mlt tokenizer file (docs/format.md),
-// or a GGUF file, which is translated on open into the same metadata and tensor views
-// (io/gguf_import.h, docs/gguf.md).
+// or a GGUF file, which is translated on open into the same metadata and tensor views by the
+// importer the caller hands in (model/gguf_import.h, docs/gguf.md).
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/aligned.h"
 #include "io/mapped_file.h"
-#include "runtime/aligned.h"
 
 namespace krafla {
 
@@ -47,12 +47,23 @@ constexpr char kMlbMagic[8] = {'K', 'R', 'A', 'F', 'L', 'A', 'M', 'B'};
 
 class GgufFile;
 
+// A GGUF file translated into a .mlb's metadata and tensor views.
+struct GgufImport {
+  nlohmann::json meta;              // as a .mlb's: format, kind, config, tokenizer, tensors, source
+  std::vector<TensorView> tensors;  // .mlb names, plus the two tokenizer `bytes` entries
+  std::deque<AlignedBuffer> owned;  // memory of the views that are not in the mapping
+};
+// The translation (model/gguf_import.h's import_gguf: it needs the model families, which sit
+// above this layer).
+using GgufImporter = GgufImport (*)(const GgufFile& g);
+
 class ModelFile {
  public:
   // Maps `path` and validates the header, the metadata JSON and every tensor entry against
-  // the file size (a GGUF file: its header, key/values and tensor infos, then the translation
-  // of gguf_import.h). Throws krafla::Error naming the file and what is wrong.
-  explicit ModelFile(const std::string& path);
+  // the file size (a GGUF file: its header, key/values and tensor infos, then `import_gguf`'s
+  // translation; without an importer a GGUF file is refused). Throws krafla::Error naming the
+  // file and what is wrong.
+  explicit ModelFile(const std::string& path, GgufImporter import_gguf = nullptr);
   ~ModelFile();
   ModelFile(const ModelFile&) = delete;
   ModelFile& operator=(const ModelFile&) = delete;

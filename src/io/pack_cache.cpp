@@ -12,10 +12,10 @@
 
 #include "io/mapped_file.h"
 #include "io/model_file.h"
-#include "io/utf8_path.h"
 #include "kernels/kernels.h"
 #include "krafla/error.h"
 #include "krafla/json_depth.h"
+#include "krafla/path.h"
 
 namespace krafla {
 namespace {

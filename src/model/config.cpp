@@ -13,15 +13,13 @@
 #include <type_traits>
 #include <utility>
 
+#include "families/family.h"
 #include "krafla/error.h"
 
 namespace krafla {
 namespace {
 
 using nlohmann::json;
-
-const std::vector<std::string> kKnownArchs = {"llama",   "mistral", "qwen2",  "qwen3",
-                                              "smollm3", "gemma2",  "gemma3", "qwen3_5"};
 
 // The config as read, before validation: the per-layer lists still as the file has them.
 struct RawConfig {
@@ -63,9 +61,12 @@ void into(const json& v, const char* key, const std::string& path, RawConfig& r)
 // Checked as soon as it is read: every other field's meaning depends on it.
 void read_arch(const json& v, const char* key, const std::string& path, RawConfig& r) {
   r.cfg.arch = as<std::string>(v, key, path);
-  if (std::find(kKnownArchs.begin(), kKnownArchs.end(), r.cfg.arch) == kKnownArchs.end())
+  if (!find_family(r.cfg.arch)) {
+    std::vector<std::string> names;
+    for (const Family* f : families()) names.push_back(f->arch);
     throw Error(fmt::format("{}: unknown architecture '{}' (this build runs: {})", path, r.cfg.arch,
-                            fmt::join(kKnownArchs, ", ")));
+                            fmt::join(names, ", ")));
+  }
 }
 
 void read_activation(const json& v, const char* key, const std::string& path, RawConfig& r) {
@@ -221,7 +222,7 @@ void validate_layers(RawConfig& r, const std::string& path) {
 // The DeltaNet layers' shape, when the model has any.
 void validate_linear(const ModelConfig& m, const std::string& path) {
   if (!m.has_linear()) return;
-  if (m.arch != "qwen3_5")
+  if (!find_family(m.arch)->linear_layers)
     bad(path, "layer_linear", fmt::format("marks DeltaNet layers in a {} model", m.arch));
   // clang-format off
   check_sizes(path, {{"lin_k_heads", m.lin_k_heads}, {"lin_v_heads", m.lin_v_heads},

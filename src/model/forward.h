@@ -11,13 +11,13 @@
 #include <span>
 #include <vector>
 
+#include "base/aligned.h"
+#include "base/threadpool.h"
 #include "model/model_impl.h"
 #include "ops/attention.h"
 #include "ops/delta.h"
 #include "ops/matmul.h"
-#include "runtime/aligned.h"
-#include "runtime/sequence.h"
-#include "runtime/threadpool.h"
+#include "state/sequence.h"
 
 namespace krafla {
 

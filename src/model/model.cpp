@@ -5,11 +5,12 @@
 #include <set>
 #include <thread>
 
+#include "base/threadpool.h"
 #include "io/gguf_dequant.h"
 #include "io/gguf_file.h"
 #include "krafla/error.h"
+#include "model/gguf_import.h"
 #include "model/model_impl.h"
-#include "runtime/threadpool.h"
 
 namespace krafla {
 namespace {
@@ -273,12 +274,12 @@ static Tokenizer tokenizer_from(const ModelFile& f) {
 }
 
 Tokenizer load_tokenizer(const std::string& path) {
-  ModelFile f(path);
+  ModelFile f(path, import_gguf);
   return tokenizer_from(f);
 }
 
 ModelFileInfo inspect_model_file(const std::string& path) {
-  ModelFile f(path);
+  ModelFile f(path, import_gguf);
   ModelFileInfo info;
   info.path = path;
   info.format = f.is_gguf() ? "gguf" : "krafla-mlb";
@@ -301,8 +302,14 @@ std::unique_ptr<Model> Model::load(const std::string& path, int n_threads) {
 }
 
 std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& opts) {
+  // The CPU guard: the kernels would die of SIGILL on a CPU without the build's instructions.
+  if (const char* missing = kernels::missing_cpu_feature())
+    throw Error(
+        fmt::format("this CPU lacks {}, which this build's kernels ({}) need: use a build "
+                    "for an older ISA level",
+                    missing, kernels::isa_name()));
   auto m = std::make_unique<Impl>();
-  m->file = std::make_unique<ModelFile>(path);
+  m->file = std::make_unique<ModelFile>(path, import_gguf);
   const ModelFile& f = *m->file;
   if (f.kind() != "model")
     throw Error(fmt::format("{}: this is a {} file, not a model", path, f.kind()));

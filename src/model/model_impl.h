@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned.h"
 #include "io/model_file.h"
 #include "io/pack_cache.h"
 #include "krafla/model.h"
@@ -11,7 +12,6 @@
 #include "ops/attention.h"
 #include "ops/delta.h"
 #include "ops/matmul.h"
-#include "runtime/aligned.h"
 
 namespace krafla {
 

@@ -4,11 +4,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned.h"
 #include "krafla/model.h"
 #include "ops/matmul.h"
-#include "runtime/aligned.h"
-#include "runtime/kv_cache.h"
-#include "runtime/sequence.h"
+#include "state/kv_cache.h"
+#include "state/sequence.h"
 
 namespace krafla {
 

@@ -7,9 +7,10 @@
 #include <span>
 #include <vector>
 
+#include "base/aligned.h"
 #include "krafla/model.h"
 #include "ops/matmul.h"
-#include "runtime/aligned.h"
+#include "state/delta_state.h"
 
 namespace krafla::delta {
 
@@ -24,21 +25,6 @@ struct Weights {
   const float* a = nullptr;        // (v_heads): -exp(A_log)
   const float* norm = nullptr;     // (v_dim): gated RMSNorm weight
   Matrix out;                      // (dim, v_heads*v_dim)
-};
-
-// One sequence's state of every DeltaNet layer: the conv history and the recurrent state.
-class State {
- public:
-  explicit State(const ModelConfig& c);
-  void reset();                  // zeroes it all: a new sequence from position 0
-  float* conv(int layer) const;  // (conv_k - 1, conv_dim), the oldest input row first
-  float* ssm(int layer) const;   // (v_heads, k_dim, v_dim)
-
- private:
-  std::vector<int> slot_;  // [n_layers] the layer's index below, -1 for attention layers
-  size_t conv_elems_ = 0, ssm_elems_ = 0;  // per layer
-  AlignedBuffer conv_;                     // (DeltaNet layer, conv_k - 1, conv_dim)
-  AlignedBuffer ssm_;                      // (DeltaNet layer, v_heads, k_dim, v_dim)
 };
 
 // One value head of one sequence over n consecutive tokens: where the gated delta rule reads its

@@ -7,11 +7,11 @@
 #include <span>
 #include <string>
 
+#include "base/aligned.h"
+#include "base/threadpool.h"
 #include "kernels/kernels.h"
 #include "krafla/imatrix.h"
 #include "krafla/profile.h"
-#include "runtime/aligned.h"
-#include "runtime/threadpool.h"
 
 namespace krafla {
 

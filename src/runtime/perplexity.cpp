@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "io/utf8_path.h"
 #include "krafla/error.h"
+#include "krafla/path.h"
 
 namespace krafla {
 

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <thread>
 
+#include "base/threadpool.h"
 #include "krafla/error.h"
 #include "model/forward.h"
-#include "runtime/sequence.h"
-#include "runtime/threadpool.h"
+#include "state/sequence.h"
 
 namespace krafla {
 

@@ -12,6 +12,7 @@
 #include "krafla/error.h"
 #include "krafla/model.h"
 #include "krafla/session.h"
+#include "model/gguf_import.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int fd = memfd_create("krafla-fuzz", MFD_CLOEXEC);
@@ -22,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::string path = "/proc/self/fd/" + std::to_string(fd);
   try {
-    krafla::ModelFile f(path);
+    krafla::ModelFile f(path, krafla::import_gguf);
     if (f.kind() == "tokenizer" || f.kind() == "model") (void)krafla::load_tokenizer(path);
     if (f.kind() == "model") {
       auto model = krafla::Model::load(path, 1);

@@ -5,7 +5,7 @@
 #include <ctime>
 #include <random>
 
-#include "kernels/kernels.h"
+#include "krafla/system.h"
 
 namespace krafla::server {
 namespace {
@@ -37,7 +37,7 @@ ResponseMeta new_meta(Endpoint endpoint, const std::string& model) {
   m.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + random_suffix();
   m.model = model;
   m.created = int64_t(std::time(nullptr));
-  m.fingerprint = fmt::format("krafla-{}-{}", KRAFLA_VERSION, kernels::isa_name());
+  m.fingerprint = fmt::format("krafla-{}-{}", KRAFLA_VERSION, isa_name());
   return m;
 }
 

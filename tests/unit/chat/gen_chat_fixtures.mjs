@@ -1,6 +1,6 @@
 // Renders fixed conversations with each model family's official Jinja chat_template, the way
 // transformers' apply_chat_template does (trim_blocks, lstrip_blocks), and writes
-// chat_fixtures.json for tests/unit/chat_test.cpp: plain conversations for every template, and
+// chat_fixtures.json for tests/unit/chat/chat_test.cpp: plain conversations for every template, and
 // conversations with tools, tool calls and tool results for the templates that take tools.
 // Rerun: npm ci && node gen_chat_fixtures.mjs
 import { Template } from "@huggingface/jinja";

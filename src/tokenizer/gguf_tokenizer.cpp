@@ -10,13 +10,15 @@
 // - `gpt2` (byte-level BPE): tokens, merges and token types; tokenizer.ggml.pre names the
 //   pre-tokenizer, which is written as the tokenizer.json of that family has it (llama.cpp's
 //   own regexes are rewrites of these).
+#include "tokenizer/gguf_tokenizer.h"
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iterator>
+#include <nlohmann/json.hpp>
 
-#include "io/gguf_import.h"
 #include "krafla/error.h"
 #include "tokenizer/flat_index.h"
 

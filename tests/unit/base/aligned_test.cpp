@@ -1,4 +1,4 @@
-#include "runtime/aligned.h"
+#include "base/aligned.h"
 
 #include <gtest/gtest.h>
 

@@ -12,6 +12,7 @@
 
 #include "io/model_file.h"
 #include "krafla/error.h"
+#include "model/gguf_import.h"
 #include "tests/test_files.h"
 
 namespace krafla {
@@ -47,7 +48,7 @@ class ModelFileTest : public test::TempFileTest {
  protected:
   // The message ModelFile(path) throws for `bytes`, without the "path: " prefix.
   std::string error_for(const std::string& bytes) {
-    return error_opening(bytes, [](const std::string& p) { ModelFile f(p); });
+    return error_opening(bytes, [](const std::string& p) { ModelFile f(p, import_gguf); });
   }
   // A file with one tensor entry `t` and `data` after the header.
   std::string error_for_tensor(json t, std::string data = std::string(64, '\0')) {

@@ -10,9 +10,9 @@
 #include <set>
 #include <string_view>
 
+#include "constrain/json_grammar.h"
 #include "krafla/error.h"
 #include "krafla/json_depth.h"
-#include "runtime/json_grammar.h"
 
 namespace krafla {
 namespace {

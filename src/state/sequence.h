@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "krafla/model.h"
-#include "ops/delta.h"
-#include "runtime/kv_cache.h"
+#include "state/delta_state.h"
+#include "state/kv_cache.h"
 
 namespace krafla {
 

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "constrain/json_grammar.h"
 #include "krafla/tokenizer.h"
-#include "runtime/json_grammar.h"
 
 namespace krafla {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "kernels/kernels.h"
 #include "ops/attention.h"
-#include "runtime/kv_cache.h"
+#include "state/kv_cache.h"
 
 namespace krafla {
 namespace {

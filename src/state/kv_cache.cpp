@@ -1,4 +1,4 @@
-#include "runtime/kv_cache.h"
+#include "state/kv_cache.h"
 
 #include <fmt/format.h>
 

@@ -15,7 +15,7 @@
 // take, which is then offered to the frame below (Result::Pop).
 #include <algorithm>
 
-#include "runtime/json_grammar.h"
+#include "constrain/json_grammar.h"
 
 namespace krafla::json_detail {
 namespace {

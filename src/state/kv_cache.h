@@ -17,9 +17,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned.h"
 #include "krafla/kv_type.h"
 #include "krafla/model.h"
-#include "runtime/aligned.h"
 
 namespace krafla {
 

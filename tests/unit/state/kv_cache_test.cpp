@@ -1,6 +1,6 @@
 // A sequence's state: the KV cache's slots and views, and the DeltaNet state, each created
 // from a config alone (several per model).
-#include "runtime/kv_cache.h"
+#include "state/kv_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "krafla/error.h"
-#include "runtime/sequence.h"
+#include "state/sequence.h"
 
 namespace krafla {
 namespace {
