@@ -6,8 +6,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-scripts/setup.sh
-bin=$(scripts/build.sh | tail -n 1)
+scripts/setup.sh  # what building and running need; the test tools come with --tests
+bin=$(KRAFLA_TARGETS=ml_run scripts/build.sh | tail -n 1)
 model=.models/brown-llama-q8_0.mlb
 if [ ! -s "$model" ]; then
   /usr/bin/python3 tools/convert.py models/brown-llama -o "$model" --quant q8_0
