@@ -11,7 +11,7 @@
 # For each archive: a static Release build of its preset in build/pkg-PRESET (tests off,
 # binaries stripped); the archive krafla-VERSION-PLATFORM-ISA.tar.gz holds bin/ (ml_run,
 # ml_bench, ml_tok, ml_server), README.md, LICENSE, CHANGELOG.md and converter/ (tools/convert.py
-# and the modules it imports; Python 3 with numpy); the Windows ones are .zip files of the .exe
+# and tools/convert_tokenizer.py beside the package they run, tools/convert/; Python 3 with numpy); the Windows ones are .zip files of the .exe
 # files (MinGW-w64, scripts/setup.sh --windows installs it and Wine). Then the archive is unpacked
 # into a clean directory and its ml_run generates from the trained model (models/brown-llama,
 # converted to Q8_0) natively, under qemu-user with a CPU of its ISA level, or under Wine (which
@@ -46,8 +46,7 @@ targets=(
   "windows-x86_64-avx512vnni|windows-avx512vnni|wine cpu:avx512f avx512bw avx512vl avx512dq avx512_vnni|x86_64-w64-mingw32-strip"
 )
 bins=(ml_run ml_bench ml_tok ml_server)
-converter=(convert.py convert_tokenizer.py imatrix.py mlb.py quant.py safetensors_io.py family.py
-           gemma.py hf_config.py llama.py qwen35.py)
+converter=(convert.py convert_tokenizer.py)  # and the package they import, tools/convert/
 py=/usr/bin/python3
 
 die() { echo "package: error: $*" >&2; exit 2; }
@@ -155,6 +154,7 @@ stage_archive() {  # name bindir
   cp -a "$2/." "$stage/bin/"
   cp README.md LICENSE CHANGELOG.md "$stage/"
   for f in "${converter[@]}"; do cp "tools/$f" "$stage/converter/"; done
+  tar -C tools --exclude=__pycache__ -cf - convert | tar -C "$stage/converter" -xf -
   if [[ "$1" == windows-* ]]; then
     archive=$stem.zip
     rm -f "$out/$archive"

@@ -16,7 +16,10 @@ tied embeddings). Written out as a Hugging Face model directory: config.json,
 generation_config.json, model.safetensors (BF16), tokenizer.json, tokenizer_config.json, plus
 train_log.jsonl and loss.png.
 
-    scripts/train_tiny.py --ml-tok build/avx512vnni/ml_tok -o models/brown-llama --steps 900
+    PYTHONPATH=tools scripts/train_tiny.py --ml-tok build/avx512vnni/ml_tok -o models/brown-llama \
+        --steps 900
+
+(PYTHONPATH=tools: the converter package, tools/convert, writes the safetensors.)
 """
 from __future__ import annotations
 
@@ -35,9 +38,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from convert import safetensors_io as st
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tools"))
-import safetensors_io as st  # noqa: E402
 
 PROG = "train_tiny"
 DATA = os.path.join(HERE, "..", "..", "shared", "data")

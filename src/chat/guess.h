@@ -1,5 +1,5 @@
 // Which of the chat templates of krafla/chat.h renders a model's Jinja chat_template: the
-// rules of tools/convert_tokenizer.py's guess_chat_template (a .mlb records the name the
+// rules of tools/convert/tokenizer.py's guess_chat_template (a .mlb records the name the
 // converter chose; a GGUF file carries only the template text, tokenizer.chat_template).
 #pragma once
 #include <functional>

@@ -78,7 +78,7 @@ void yarn(const GgufFile& g, const std::string& p, double base, int dim, double 
   }
 }
 
-// Inverse RoPE frequencies as tools/hf_config.py computes them (double, then float), with
+// Inverse RoPE frequencies as tools/convert/hf_config.py computes them (double, then float), with
 // llama.cpp's scalings: linear divides by the factor; llama3-style files carry per-frequency
 // divisors in the tensor rope_freqs.weight.
 std::vector<double> rope_freqs(const GgufFile& g, const std::string& p, int rope_dim) {

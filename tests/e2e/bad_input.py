@@ -3,18 +3,16 @@
 table-driven. Each run must exit 2 (never a signal, never past its time limit) with exactly one
 stderr line holding "error", the last one, "EXE: error: …" naming what is wrong (a word checked).
 
-Usage: bad_input.py --bin BUILD_DIR --work E2E_DIR
+Usage: PYTHONPATH=tools bad_input.py --bin BUILD_DIR --work E2E_DIR   (ctest sets PYTHONPATH)
 """
 from __future__ import annotations
 
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-import mlb  # noqa: E402  tools/mlb.py: writes the broken tokenizer files
+from convert import mlb  # tools/convert/mlb.py (on PYTHONPATH): writes the broken tokenizer files
 
 EXES = ("ml_run", "ml_bench", "ml_tok", "ml_server")
 

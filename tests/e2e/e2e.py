@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """End-to-end tests driven by ctest: gen_random → convert → ml_run, checked against the
-independent numpy forward (tools/ref_forward.py) and against ml_run itself (thread counts,
+independent numpy forward (tests/reference/ref_forward.py) and against ml_run itself (thread counts,
 batch sizes), plus bad model files fed to the executables. The cases' shared helpers are in
 e2e_common.py; the cli/bench/info/tok cases in e2e_tools.py.
 
-Usage: e2e.py --bin BUILD_DIR --work WORK_DIR CASE
+Usage: PYTHONPATH=tools e2e.py --bin BUILD_DIR --work WORK_DIR CASE   (ctest sets PYTHONPATH)
 Cases: setup | logits:MODEL:QUANT | threads:MODEL:QUANT | batch:MODEL:QUANT | badfiles |
        deltachunk:MODEL:QUANT |
        lengths:MODEL:QUANT | actquant:MODEL:QUANT | packcache:MODEL | big |
@@ -39,6 +39,7 @@ from e2e_common import (
     mlb,
     must,
     prompt_ids,
+    reference,
     run,
     tool,
 )
@@ -82,10 +83,10 @@ def case_setup(a) -> None:
         if only and model not in only.split(","):
             continue
         d = os.path.join(a.work, model)
-        must(tool("gen_random.py") + args + ["-o", d])
+        must(reference("gen_random.py") + args + ["-o", d])
         ids = ",".join(map(str, prompt_ids(a.work, model)))
         must(
-            tool("ref_forward.py")
+            reference("ref_forward.py")
             + [d, "--tokens", ids, "--out", os.path.join(a.work, f"{model}-ref.npy")]
         )
         for q in QUANTS:
@@ -96,9 +97,12 @@ def case_setup(a) -> None:
 
 def fixture_fingerprint(only: str | None) -> str:
     """What the setup's models are made from: the model list, and every generator, converter
-    and reference script (tools/, tests/e2e/e2e_common.py, the tokenizer fetch)."""
+    and reference script (tools/, tools/convert/, tests/reference/, tests/e2e/e2e_common.py,
+    the tokenizer fetch)."""
     h = hashlib.sha256(json.dumps([MODELS, QUANTS, only], sort_keys=True).encode())
     paths = sorted(glob.glob(os.path.join(SRC, "tools", "*.py")))
+    paths += sorted(glob.glob(os.path.join(SRC, "tools", "convert", "**", "*.py"), recursive=True))
+    paths += sorted(glob.glob(os.path.join(SRC, "tests", "reference", "*.py")))
     paths += [os.path.join(SRC, "tests", "e2e", "e2e_common.py")]
     paths += [os.path.join(SRC, "scripts", "fetch_tokenizers.sh")]
     for path in paths:
@@ -153,7 +157,7 @@ def case_actquant(a, model: str, quant: str) -> None:
     for tok in prompt_ids(a.work, model)[:8]:
         ref = os.path.join(a.scratch, f"{model}-{quant}-ref-actquant.npy")
         must(
-            tool("ref_forward.py")
+            reference("ref_forward.py")
             + [d, "--tokens", str(tok), "--out", ref, "--quantized-weights", quant, "--act-quant"]
         )
         out = os.path.join(a.scratch, f"{model}-{quant}-actquant-krafla.npy")
@@ -180,16 +184,16 @@ def case_big(a) -> None:
     F32 against the plain reference (max rel 1e-4). Q8_0 and Q4_0 against the reference run on
     the same quantized weights with --act-quant (activations rounded to 8 bits like the runtime's
     dot products): the tiny limits up to 7 tokens; past that BIG_LONG_LIMITS. This random
-    24-layer shape is near-chaotic (tools/gen_qwen35.py): an activation that float noise puts on
-    the other side of an 8-bit rounding boundary moves the logits by ~1e-3, and the layers and
-    the recurrent state carry that on, so over long prompts the quantized runs settle at KL
-    ~0.015 (Q8_0) from a reference that is exact to float rounding on short ones (F32 stays
-    within 1.5e-5 at 600 tokens); the tiny checkpoint holds the tight quantized limits at
-    every length (e2e.lengths.qwen35.*)."""
+    24-layer shape is near-chaotic (tests/reference/gen_qwen35.py): an activation that float
+    noise puts on the other side of an 8-bit rounding boundary moves the logits by ~1e-3, and
+    the layers and the recurrent state carry that on, so over long prompts the quantized runs
+    settle at KL ~0.015 (Q8_0) from a reference that is exact to float rounding on short ones
+    (F32 stays within 1.5e-5 at 600 tokens); the tiny checkpoint holds the tight quantized
+    limits at every length (e2e.lengths.qwen35.*)."""
     d = os.path.join(a.work, "qwen35-08b")
     if not os.path.isfile(os.path.join(d, "model.safetensors")):
         must(
-            tool("gen_random.py")
+            reference("gen_random.py")
             + [
                 "--arch",
                 "qwen3.5",
@@ -211,7 +215,7 @@ def case_big(a) -> None:
         if not os.path.isfile(ref_path):
             extra = [] if q == "f32" else ["--quantized-weights", q, "--act-quant"]
             must(
-                tool("ref_forward.py")
+                reference("ref_forward.py")
                 + [d, "--tokens", ",".join(map(str, ids[: lengths[-1]])), "--out", ref_path]
                 + extra
             )
@@ -394,7 +398,7 @@ def case_llama2c(a) -> None:
     d = os.path.join(a.scratch, "l2c")
     ck = os.path.join(a.scratch, "l2c.bin")
     must(
-        tool("gen_random.py")
+        reference("gen_random.py")
         + [
             "--arch",
             "llama",
@@ -414,7 +418,7 @@ def case_llama2c(a) -> None:
     must(tool("convert.py") + ["llama2c", ck, d, "-o", out, "--quant", "f32"])
     ids = "1,450,4996,17354,1701"
     ref = os.path.join(a.scratch, "l2c-ref.npy")
-    must(tool("ref_forward.py") + [d, "--tokens", ids, "--out", ref])
+    must(reference("ref_forward.py") + [d, "--tokens", ids, "--out", ref])
     test = os.path.join(a.scratch, "l2c-krafla.npy")
     must([os.path.join(a.bin, "ml_run"), "-m", out, "--tokens", ids, "--logits", test])
     print(

@@ -105,8 +105,16 @@ def must(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return r
 
 
+# The converter's commands are tools/*.py; the numpy references and checkpoint generators are
+# tests/reference/*.py, which import the converter package (tools/convert) through PYTHONPATH:
+# ctest sets it for every Python test (tests/e2e/CMakeLists.txt), and their subprocesses
+# inherit it.
 def tool(name: str) -> list[str]:
     return [PY, os.path.join(SRC, "tools", name)]
+
+
+def reference(name: str) -> list[str]:
+    return [PY, os.path.join(SRC, "tests", "reference", name)]
 
 
 def prompt_ids(work: str, model: str) -> list[int]:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import numpy as np
 
-from e2e_common import SRC, mlb, must, run, tool
+from e2e_common import SRC, mlb, must, reference, run, tool
 
 MODEL = os.path.join(SRC, "models", "brown-llama")
 TEXT = os.path.join(SRC, "data", "brown-test.txt")
@@ -48,7 +47,7 @@ def case_quality(a) -> None:
     for scoring in ("all", "llama"):
         ref = json.loads(
             must(
-                tool("ref_perplexity.py")
+                reference("ref_perplexity.py")
                 + [MODEL, "--tokens-file", ids_file, "--ctx", str(CTX), "--bos", bos]
                 + ["--chunks", str(REF_CHUNKS), "--scoring", scoring]
             ).stdout
@@ -95,11 +94,10 @@ def case_quality(a) -> None:
 def case_imatrix(a, model: str) -> None:
     """ml_run --imatrix: the first layer's q-projection input statistics equal numpy's
     rmsnorm(embedding rows) * attn_norm summed over the prompt; a second run accumulates
-    (exactly twice the sums); the file reads back with tools/imatrix.py; a truncated file is
+    (exactly twice the sums); the file reads back with tools/convert/imatrix.py; a truncated file is
     refused by ml_run and convert.py with one line; convert.py --imatrix changes the Q4_0 fits."""
-    sys.path.insert(0, os.path.join(SRC, "tools"))
-    import imatrix
-    import safetensors_io as st
+    from convert import imatrix
+    from convert import safetensors_io as st
 
     work = a.scratch
     path = os.path.join(work, "im.dat")

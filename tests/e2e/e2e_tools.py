@@ -1,6 +1,7 @@
 """End-to-end cases of the executables' user-facing modes on the random checkpoints: ml_run's
 command line (cli), ml_bench's table and outputs (bench), ml_run --info / ml_tok info against
-tools/mlb.py (info), and ml_tok against the reference tokenizer fixtures (tok). e2e.py runs them.
+tools/convert/mlb.py (info), and ml_tok against the reference tokenizer fixtures (tok). e2e.py
+runs them.
 """
 from __future__ import annotations
 
@@ -12,15 +13,12 @@ import shutil
 import signal
 import struct
 import subprocess
-import sys
 import time
 
 import numpy as np
 
-from e2e_common import SRC, Target, corrupt_variants, mlb, must, prompt_ids, run, tool
-
-sys.path.insert(0, os.path.join(SRC, "tools"))
-import mlb as mlbfile  # noqa: E402  tools/mlb.py: the .mlb reader written from docs/format.md
+from convert import mlb as mlbfile  # the .mlb reader written from docs/format.md
+from e2e_common import SRC, Target, corrupt_variants, mlb, must, prompt_ids, reference, run, tool
 
 
 def case_cli(a, model: str) -> None:
@@ -417,8 +415,8 @@ def log_softmax(x: np.ndarray) -> np.ndarray:
 
 def case_perplexity(a, model: str) -> None:
     """ml_run --perplexity against numpy: the tokens from ml_tok (BOS at each chunk's start),
-    the reference forward's logits (tools/ref_forward.py, float64) of each chunk, the NLL and KL
-    computed here; both scorings; the KL base file's refusals."""
+    the reference forward's logits (tests/reference/ref_forward.py, float64) of each chunk, the
+    NLL and KL computed here; both scorings; the KL base file's refusals."""
     n_ctx, chunks = 64, 3
     text = os.path.join(SRC, "docs", "architecture.md")
     f32 = mlb(a.work, model, "f32")
@@ -436,7 +434,7 @@ def case_perplexity(a, model: str) -> None:
         chunk[0] = chunk[0] if bos is None else bos
         out = os.path.join(work, f"ref{c}.npy")
         must(
-            tool("ref_forward.py")
+            reference("ref_forward.py")
             + [
                 os.path.join(a.work, model),
                 "--f64",

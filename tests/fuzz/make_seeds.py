@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed corpora into tests/fuzz/corpus/TARGET/ (checked in; run again
 only to change them). Each seed is laid out as its target reads it (fuzz_input.h: fields
-separated by 0x1F). The model seeds are a tiny random checkpoint (tools/gen_random.py --shape
-fuzz) with a 266-token byte-level tokenizer, converted to .mlb, .mlt and GGUF.
+separated by 0x1F). The model seeds are a tiny random checkpoint
+(tests/reference/gen_random.py --shape fuzz) with a 266-token byte-level tokenizer, converted to
+.mlb, .mlt and GGUF.
 
 Usage: /usr/bin/python3 tests/fuzz/make_seeds.py
 """
@@ -181,9 +182,14 @@ def model_seeds(tmp: str) -> None:
     json.dump(tj, open(os.path.join(tok, "tokenizer.json"), "w", encoding="utf-8"))
     json.dump(tc, open(os.path.join(tok, "tokenizer_config.json"), "w"))
     hf = os.path.join(tmp, "hf")
-    run = lambda *a: subprocess.run([PY, *a], check=True, capture_output=True)  # noqa: E731
+    # the generator (tests/reference) imports the converter package: tools/ on its PYTHONPATH
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools"))
+
+    def run(*a: str) -> None:
+        subprocess.run([PY, *a], check=True, capture_output=True, env=env)
+
     run(
-        os.path.join(ROOT, "tools", "gen_random.py"),
+        os.path.join(ROOT, "tests", "reference", "gen_random.py"),
         "--arch",
         "qwen3",
         "--shape",

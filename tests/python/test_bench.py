@@ -2,7 +2,8 @@
 the table's medians and per-round ratios are what those speeds give, the two programs
 alternate ABBA, and the arguments that make no sense together are refused.
 
-Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
+Run: ctest -L python, or with PYTHONPATH=tools:tests/reference:tests/e2e:scripts
+     /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 """
 from __future__ import annotations
 
@@ -12,15 +13,13 @@ import json
 import os
 import stat
 import struct
-import sys
 import tempfile
 import unittest
 
+import bench
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "scripts"))
-
-import bench  # noqa: E402
 
 # A stand-in for ml_bench -o json: prefill (-n 0) and decode speeds taken from its name's
 # numbers; each call appends its name to LOG so the order of the calls can be checked. The

@@ -1,7 +1,8 @@
 """Tests of the chat-template guess for Qwen3.5, Qwen2.5 and Llama 3.1
-(tools/convert_tokenizer.py).
+(tools/convert/tokenizer.py).
 
-Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
+Run: ctest -L python, or with PYTHONPATH=tools:tests/reference:tests/e2e:scripts
+     /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: Qwen3.5's published chat_template.jinja (tests/unit/chat/qwen3_5.jinja) is named
 qwen3.5 and Qwen3's is still qwen3, whether the template sits in tokenizer_config.json or in a
 chat_template.jinja beside it (the config's own template wins), and the derived qwen3_5
@@ -13,15 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 import unittest
 
+from convert import tokenizer as ctok
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "tools"))
-
-import convert_tokenizer as ctok  # noqa: E402
 
 TOKS = os.path.join(REPO, ".models", "tokenizers")
 with open(os.path.join(REPO, "tests", "unit", "chat", "qwen3_5.jinja"), encoding="utf-8") as _f:

@@ -3,7 +3,8 @@ tensor table, dtypes and values of the .mlb it writes, the llama2.c path, the co
 refusals, the tokenizer helpers and the Llama 3 shape. Helpers shared with the other tool tests
 come from test_tools.py.
 
-Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
+Run: ctest -L python, or with PYTHONPATH=tools:tests/reference:tests/e2e:scripts
+     /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 """
 from __future__ import annotations
 
@@ -11,14 +12,25 @@ import json
 import os
 import shutil
 import struct
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_tools import (  # noqa: E402  (also puts tools/ on sys.path)
+from convert import cli
+from convert import hf_config
+from convert import llama2c
+from convert import mlb
+from convert import quant
+from convert import safetensors_io as st
+from convert import tokenizer as ctok
+from convert import writer
+from convert.families.llama import LLAMA
+import gen_common
+import gen_llama
+import gen_random
+import ref_forward
+from test_tools import (
     FORMAT_KEYS,
     HAVE_TOK,
     REPO,
@@ -26,17 +38,6 @@ from test_tools import (  # noqa: E402  (also puts tools/ on sys.path)
     read_bytes,
     run_main,
 )
-
-import convert  # noqa: E402
-import convert_tokenizer as ctok  # noqa: E402
-import gen_common  # noqa: E402
-import gen_random  # noqa: E402
-import hf_config  # noqa: E402
-import mlb  # noqa: E402
-import quant  # noqa: E402
-import ref_forward  # noqa: E402
-import safetensors_io as st  # noqa: E402
-from llama import LLAMA  # noqa: E402
 
 
 @unittest.skipUnless(HAVE_TOK, "run scripts/fetch_tokenizers.sh")
@@ -94,7 +95,7 @@ class ConvertTest(unittest.TestCase):
         return os.path.join(self.tmp.name, name)
 
     def convert(self, argv: list[str]) -> tuple[int, str]:
-        return run_main(convert.main, argv)
+        return run_main(cli.main, argv)
 
     def copy_model(self, name: str, src: str | None = None) -> str:
         d = self.out(name)
@@ -223,13 +224,13 @@ class ConvertTest(unittest.TestCase):
         # The note alone: a template that is recognised, and no template with no hint at all.
         self.assertIn(
             "'chatml' recorded (guessed from the checkpoint's chat template and vocabulary)",
-            convert.chat_template_note(
+            writer.chat_template_note(
                 {"chat_template": "chatml"}, {"tokenizer_config.json": b'{"chat_template": "x"}'}
             ),
         )
         self.assertIn(
             "none recorded (the checkpoint has no chat template and the vocabulary",
-            convert.chat_template_note({"chat_template": ""}, {"tokenizer_config.json": b"{}"}),
+            writer.chat_template_note({"chat_template": ""}, {"tokenizer_config.json": b"{}"}),
         )
 
     def test_convert_f16_mistral_bf16_input(self):
@@ -269,7 +270,7 @@ class ConvertTest(unittest.TestCase):
         q_hf = (w @ x).reshape(nh, hd)
         c, s = np.cos(pos * np.concatenate([inv, inv])), np.sin(pos * np.concatenate([inv, inv]))
         rot_hf = q_hf * c + np.concatenate([-q_hf[:, hd // 2 :], q_hf[:, : hd // 2]], 1) * s
-        q_il = (gen_random.hf_to_interleaved(w, nh) @ x).reshape(nh, hd)
+        q_il = (gen_llama.hf_to_interleaved(w, nh) @ x).reshape(nh, hd)
         rot_il = q_il.copy()
         for i in range(hd // 2):
             a, b, th = q_il[:, 2 * i], q_il[:, 2 * i + 1], pos * inv[i]
@@ -279,7 +280,7 @@ class ConvertTest(unittest.TestCase):
         np.testing.assert_allclose(rot_il[:, 0::2], rot_hf[:, : hd // 2], atol=1e-12)
         np.testing.assert_allclose(rot_il[:, 1::2], rot_hf[:, hd // 2 :], atol=1e-12)
         np.testing.assert_array_equal(
-            convert.interleaved_to_hf(gen_random.hf_to_interleaved(w, nh), nh), w
+            llama2c.interleaved_to_hf(gen_llama.hf_to_interleaved(w, nh), nh), w
         )
         with open(self.l2c, "rb") as f:
             self.assertEqual(struct.unpack("<7i", f.read(28)), (256, 352, 2, 8, 2, -32000, 2048))
@@ -347,14 +348,14 @@ class ConvertTest(unittest.TestCase):
 
     def test_refusal_cols_not_multiple_of_32(self):
         d = self.out("odd")
-        shape = dict(gen_random.SHAPES["tiny"], ffn=40, n_layers=1)
-        cfg = gen_random.make_config("llama", shape, 32000, 1, 2, "f32")
+        shape = dict(gen_llama.SHAPES["tiny"], ffn=40, n_layers=1)
+        cfg = gen_llama.make_config("llama", shape, 32000, 1, 2, "f32")
         os.makedirs(d)
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(cfg, f)
         for f in ctok.TOKENIZER_FILES:
             os.symlink(os.path.join(self.tiny, f), os.path.join(d, f))
-        specs = gen_random.tensor_specs(shape, 32000)
+        specs = gen_llama.tensor_specs(shape, 32000)
         gen_common.write_safetensors(os.path.join(d, "model.safetensors"), specs, 0, "f32")
         self.assert_refused(
             [d, "-o", self.out("odd.mlb"), "--quant", "q8_0"], "mlp.down_proj", "40"
@@ -425,11 +426,11 @@ class Llama3ShapeTest(unittest.TestCase):
         tdir = gen_common.resolve_tokenizer("llama3")
         files = ctok.read_tokenizer_files(tdir)
         tj, tc = json.loads(files["tokenizer.json"]), json.loads(files["tokenizer_config.json"])
-        s = gen_random.SHAPES["llama3-1b"]
+        s = gen_llama.SHAPES["llama3-1b"]
         n = ctok.vocab_size(tj)
-        cfg = gen_random.make_config("llama", s, n, 128000, 128001, "bf16")
+        cfg = gen_llama.make_config("llama", s, n, 128000, 128001, "bf16")
         self.assertEqual(cfg["rope_scaling"]["rope_type"], "llama3")
-        self.assertNotIn("lm_head.weight", gen_random.tensor_specs(s, n))
+        self.assertNotIn("lm_head.weight", gen_llama.tensor_specs(s, n))
         c = LLAMA.normalize_config(cfg, {"eos_token_id": [128001, 128009]}, tj, tc)
         self.assertEqual(
             (c["n_vocab"], c["tie_embeddings"], c["chat_template"], c["eos_ids"]),

@@ -1,7 +1,8 @@
-"""Tests of the Gemma 2 / Gemma 3 paths of the Python tools (tools/gemma.py, ref_gemma.py,
-gen_gemma.py).
+"""Tests of the Gemma 2 / Gemma 3 paths of the Python tools (tools/convert/families/gemma.py,
+tests/reference/ref_gemma.py, gen_gemma.py).
 
-Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
+Run: ctest -L python, or with PYTHONPATH=tools:tests/reference:tests/e2e:scripts
+     /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: config normalization (class defaults, soft-caps absent vs null, alternate / pattern /
 explicit layer types, local and global rope with linear scaling in both the legacy and the v5
 per-layer-type form, the image-text text_config), refusals by field name, ref_forward's Gemma
@@ -15,27 +16,24 @@ import json
 import math
 import os
 import shutil
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
+from convert import cli
+from convert import mlb
+from convert import quant
+from convert import safetensors_io as st
+from convert.families import gemma
+from convert.families.gemma import GEMMA
+from convert.hf_config import ConvertError
+import gen_random
+import ref_forward
+from test_tools import run_main
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "tools"))
-sys.path.insert(0, HERE)
-
-import convert  # noqa: E402
-import gemma  # noqa: E402
-from gemma import GEMMA  # noqa: E402
-import gen_random  # noqa: E402
-import mlb  # noqa: E402
-import quant  # noqa: E402
-import ref_forward  # noqa: E402
-import safetensors_io as st  # noqa: E402
-from hf_config import ConvertError  # noqa: E402
-from test_tools import run_main  # noqa: E402
 
 HAVE_TOK = os.path.isfile(os.path.join(REPO, ".models", "tokenizers", "gemma3", "tokenizer.json"))
 TOK = {"model": {"vocab": {"<bos>": 2, "<eos>": 1, "<start_of_turn>": 105}}}
@@ -453,7 +451,7 @@ class GemmaConvertTest(unittest.TestCase):
 
     def convert(self, name: str, *extra: str) -> tuple[mlb.MlbReader, str]:
         out = os.path.join(self.tmp, f"{name}{'-'.join(extra)}.mlb")
-        rc, err = run_main(convert.main, [self.dir(name), "-o", out, *extra])
+        rc, err = run_main(cli.main, [self.dir(name), "-o", out, *extra])
         self.assertEqual(rc, 0, err)
         return mlb.MlbReader(out), err
 
@@ -514,7 +512,7 @@ class GemmaConvertTest(unittest.TestCase):
             os.path.join(d, "extra.safetensors"),
             {"model.layers.0.mlp.bias": np.zeros(4, np.float32)},
         )
-        rc, err = run_main(convert.main, [d, "-o", os.path.join(self.tmp, "x.mlb")])
+        rc, err = run_main(cli.main, [d, "-o", os.path.join(self.tmp, "x.mlb")])
         self.assertEqual(rc, 2)
         self.assertIn("unexpected tensors: model.layers.0.mlp.bias", err)
 

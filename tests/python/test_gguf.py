@@ -1,33 +1,31 @@
-"""Tests of tools/gguf.py (the GGUF container, read byte by byte as ggml's docs/gguf.md lays it
-out) and tools/to_gguf.py (a .mlb written with llama.cpp's names, q/k row order and tokenizer
-keys). That llama.cpp reads these files and scores them as Krafla does is checked outside the
-suite (docs/quantization.md's llama.cpp column: PPL within 0.011% on every row).
+"""Tests of tools/convert/gguf.py (the GGUF container, read byte by byte as ggml's docs/gguf.md
+lays it out) and tools/convert/to_gguf.py (a .mlb written with llama.cpp's names, q/k row order
+and tokenizer keys). That llama.cpp reads these files and scores them as Krafla does is checked
+outside the suite (docs/quantization.md's llama.cpp column: PPL within 0.011% on every row).
 
-Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_gguf.py'
+Run: ctest -L python, or with PYTHONPATH=tools:tests/reference:tests/e2e:scripts
+     /usr/bin/python3 -m unittest discover -s tests/python -p 'test_gguf.py'
 """
 from __future__ import annotations
 
 import json
 import os
 import struct
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
+from convert import cli
+from convert import gguf
+from convert import hf_config
+from convert import mlb
+from convert import quant
+from convert import to_gguf
+from test_tools import run_main
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "tools"))
-sys.path.insert(0, HERE)
-
-import convert  # noqa: E402
-import gguf  # noqa: E402
-import hf_config  # noqa: E402
-import mlb  # noqa: E402
-import quant  # noqa: E402
-import to_gguf  # noqa: E402
-from test_tools import run_main  # noqa: E402
 
 BROWN = os.path.join(REPO, "models", "brown-llama")
 
@@ -98,7 +96,7 @@ class ToGgufTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         cls.mlb_path = os.path.join(cls.tmp.name, "brown-q8.mlb")
-        code, err = run_main(convert.main, [BROWN, "-o", cls.mlb_path, "--quant", "q8_0"])
+        code, err = run_main(cli.main, [BROWN, "-o", cls.mlb_path, "--quant", "q8_0"])
         assert code == 0, err
         cls.gguf_path = os.path.join(cls.tmp.name, "brown-q8.gguf")
         code, err = run_main(to_gguf.main, [cls.mlb_path, "-o", cls.gguf_path])
@@ -238,9 +236,9 @@ class ToGgufTest(unittest.TestCase):
 
 
 class KQuantTest(unittest.TestCase):
-    """tools/quant.py's Q4_1, Q4_K and Q6_K encoders (for to_gguf.py --quant) on values their grids
-    hold exactly: the bytes ggml's layouts give (as tests/unit/gguf_dequant_test.cpp packs them)
-    and the same values back."""
+    """tools/convert/quant.py's Q4_1, Q4_K and Q6_K encoders (for to_gguf.py --quant) on values
+    their grids hold exactly: the bytes ggml's layouts give (as tests/unit/io/gguf_dequant_test.cpp
+    packs them) and the same values back."""
 
     def test_q4_1_known_answer(self):
         q = [(j * 5) % 16 for j in range(32)]

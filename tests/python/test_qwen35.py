@@ -1,6 +1,8 @@
-"""Tests of the Qwen3.5 paths of the Python tools (tools/qwen35.py, ref_qwen35.py, gen_qwen35.py).
+"""Tests of the Qwen3.5 paths of the Python tools (tools/convert/families/qwen35.py,
+tests/reference/ref_qwen35.py, gen_qwen35.py).
 
-Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
+Run: ctest -L python, or with PYTHONPATH=tools:tests/reference:tests/e2e:scripts
+     /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: config normalization of Qwen/Qwen3.5-0.8B's config (layer types, partial RoPE, DeltaNet
 shape), class defaults, refusals by field name; the reference's recurrent gated delta rule
 against the chunked (UT-transform) form transformers uses for prefill; gen_random -> convert for
@@ -13,26 +15,23 @@ from __future__ import annotations
 import copy
 import json
 import os
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
+from convert import cli
+from convert import mlb
+from convert import safetensors_io as st
+from convert.families.qwen35 import QWEN35
+from convert.hf_config import ConvertError
+import gen_random
+import ref_forward
+import ref_qwen35
+from test_tools import run_main
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "tools"))
-sys.path.insert(0, HERE)
-
-import convert  # noqa: E402
-import gen_random  # noqa: E402
-import mlb  # noqa: E402
-from qwen35 import QWEN35  # noqa: E402
-import ref_forward  # noqa: E402
-import ref_qwen35  # noqa: E402
-import safetensors_io as st  # noqa: E402
-from hf_config import ConvertError  # noqa: E402
-from test_tools import run_main  # noqa: E402
 
 HAVE_TOK = os.path.isfile(os.path.join(REPO, ".models", "tokenizers", "qwen3", "tokenizer.json"))
 TOK = {"model": {"vocab": {"<|endoftext|>": 248044, "<|im_end|>": 248046}}}
@@ -214,7 +213,7 @@ class ConvertTest(unittest.TestCase):
         outs = []
         for d in (self.vl, self.text):
             out = d + ".mlb"
-            code, err = run_main(convert.main, [d, "-o", out, "--quant", "f32"])
+            code, err = run_main(cli.main, [d, "-o", out, "--quant", "f32"])
             self.assertEqual(code, 0, err)
             outs.append(mlb.MlbReader(out))
             if d == self.vl:
@@ -228,7 +227,7 @@ class ConvertTest(unittest.TestCase):
 
     def test_stored_forms(self):
         out = self.vl + "-forms.mlb"
-        self.assertEqual(run_main(convert.main, [self.vl, "-o", out, "--quant", "f32"])[0], 0)
+        self.assertEqual(run_main(cli.main, [self.vl, "-o", out, "--quant", "f32"])[0], 0)
         r, ck = mlb.MlbReader(out), st.Checkpoint(self.vl)
         c = r.config
         f32 = lambda n: np.frombuffer(r.raw(n), dtype=np.float32)  # noqa: E731
@@ -261,7 +260,7 @@ class ConvertTest(unittest.TestCase):
         cfg["full_attention_interval"] = 4  # layer 1 becomes a DeltaNet layer on paper only
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(cfg, f)
-        code, err = run_main(convert.main, [d, "-o", d + ".mlb", "--quant", "f32"])
+        code, err = run_main(cli.main, [d, "-o", d + ".mlb", "--quant", "f32"])
         self.assertEqual(code, 2)
         self.assertIn("missing tensors: model.layers.1.linear_attn.", err)
         self.assertIn("convert.py: error:", err)

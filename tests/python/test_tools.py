@@ -1,7 +1,8 @@
-"""Unit tests of the Python tools (tools/*.py) themselves, and the helpers the other tool tests
-share (run_main, write_micro, naive_forward, parse_mlb_by_spec).
+"""Unit tests of the Python tools (tools/convert, tests/reference) themselves, and the helpers
+the other tool tests share (run_main, write_micro, naive_forward, parse_mlb_by_spec).
 
-Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
+Run: ctest -L python, or with PYTHONPATH=tools:tests/reference:tests/e2e:scripts
+     /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: Q8_0/Q4_0 ggml layouts (known answers, rounding, round trips, 'fit' <= 'round'),
 safetensors round trips (f32/f16/bf16, shards), the .mlb writer against docs/format.md read
 byte by byte, .mlt files, rope scaling (two independent implementations), ref_forward against
@@ -15,29 +16,24 @@ import io
 import json
 import os
 import struct
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
+import compare
+from convert import hf_config
+from convert import mlb
+from convert import quant
+from convert import safetensors_io as st
+from convert import tokenizer as ctok
+import gen_common
+import gen_llama
+import ref_common
+import ref_forward
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "tools"))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "e2e"))  # compare.py
-
-import compare  # noqa: E402
-import convert  # noqa: E402
-import convert_tokenizer as ctok  # noqa: E402
-import gen_common  # noqa: E402
-import gen_random  # noqa: E402
-import hf_config  # noqa: E402
-import mlb  # noqa: E402
-import quant  # noqa: E402
-import ref_common  # noqa: E402
-import ref_forward  # noqa: E402
-import safetensors_io as st  # noqa: E402
 
 TOKDIR = os.path.join(REPO, ".models", "tokenizers", "llama2")
 HAVE_TOK = os.path.isfile(os.path.join(TOKDIR, "tokenizer.json"))
@@ -431,7 +427,7 @@ class RopeTest(unittest.TestCase):
         self.assertEqual(attn, 1.2)
 
     def test_unknown_type_refused(self):
-        with self.assertRaises(convert.ConvertError):
+        with self.assertRaises(hf_config.ConvertError):
             hf_config.compute_rope({"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}}, 64)
 
 
@@ -526,8 +522,8 @@ def micro_model(
 
 def write_micro(d: str, arch: str, shape: dict, vocab: int, seed: int) -> tuple[dict, dict]:
     """A gen_random checkpoint of a hand-made shape in d: (config, HF name -> array)."""
-    cfg = gen_random.make_config(arch, shape, vocab, 1, 2, "f32")
-    specs = gen_random.tensor_specs(shape, vocab, arch)
+    cfg = gen_llama.make_config(arch, shape, vocab, 1, 2, "f32")
+    specs = gen_llama.tensor_specs(shape, vocab, arch)
     W = {n: gen_common.full_tensor(seed, n, spec, "f32") for n, spec in specs.items()}
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:

@@ -1,6 +1,7 @@
 """Tests of the Qwen2 / Qwen3 / SmolLM2 / SmolLM3 paths of the Python tools.
 
-Run: /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
+Run: ctest -L python, or with PYTHONPATH=tools:tests/reference:tests/e2e:scripts
+     /usr/bin/python3 -m unittest discover -s tests/python -p 'test_*.py'
 Covers: config normalization (per-layer windows from max_window_layers / layer_types, SmolLM3
 no_rope_layers and its interval, head_dim and theta defaults, tied default), refusals by field
 name (partial rotary, unknown rope types, o_proj/MLP biases, q/k shapes vs heads), rope scaling
@@ -14,27 +15,27 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import tempfile
 import unittest
 
 import numpy as np
 
+from convert import cli
+from convert import hf_config
+from convert import mlb
+from convert import safetensors_io as st
+from convert import tokenizer as ctok
+from convert import writer
+from convert.families.llama import LLAMA
+import gen_llama
+import gen_random
+import ref_common
+import ref_forward
+import ref_llama
+from test_tools import naive_forward, run_main, write_micro
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(REPO, "tools"))
-sys.path.insert(0, HERE)
-
-import convert  # noqa: E402
-import convert_tokenizer as ctok  # noqa: E402
-import gen_random  # noqa: E402
-import hf_config  # noqa: E402
-import mlb  # noqa: E402
-import ref_common  # noqa: E402
-import ref_forward  # noqa: E402
-from llama import LLAMA  # noqa: E402
-import safetensors_io as st  # noqa: E402
-from test_tools import naive_forward, run_main, write_micro  # noqa: E402
 
 TOKS = os.path.join(REPO, ".models", "tokenizers")
 HAVE_QWEN = os.path.isfile(os.path.join(TOKS, "qwen3", "tokenizer.json"))
@@ -49,7 +50,7 @@ def hf_cfg(model_type: str, **kw) -> dict:
                  theta=10000.0, eps=1e-6, max_pos=512, tied=True, use_sliding_window=False,
                  sliding_window=None, max_window_layers=28, no_rope_layers=[1, 1, 1, 0])
     # fmt: on
-    cfg = gen_random.make_config(arch, shape, 100, 1, 2, "f32")
+    cfg = gen_llama.make_config(arch, shape, 100, 1, 2, "f32")
     cfg.update(kw)
     return {k: v for k, v in cfg.items() if v is not ...}
 
@@ -182,11 +183,11 @@ class ConfigTest(unittest.TestCase):
             "smollm3-tiny": ("smollm3", dict(layer_rope=[True, False, True, False])),
         }
         for shape, (arch, keys) in want.items():
-            s = gen_random.SHAPES[shape]
+            s = gen_llama.SHAPES[shape]
             n_vocab = s.get("vocab", 151936 if s["tok"] == "qwen3" else 128256)
-            cfg = gen_random.make_config(arch, s, n_vocab, 1, 2, "bf16")
+            cfg = gen_llama.make_config(arch, s, n_vocab, 1, 2, "bf16")
             c = norm(cfg)
-            specs = gen_random.tensor_specs(s, n_vocab, arch)
+            specs = gen_llama.tensor_specs(s, n_vocab, arch)
             LLAMA.check_tensors(
                 LLAMA.tensor_plan(c), {n: spec[0] for n, spec in specs.items()}, c, "lm_head.weight"
             )
@@ -215,7 +216,7 @@ class ConfigTest(unittest.TestCase):
         q2 = norm(hf_cfg("qwen2"))
         names = {hf: s for _, hf, _, s in LLAMA.tensor_plan(q2)}
         self.assertEqual(names["model.layers.3.self_attn.v_proj.bias"], (32,))
-        self.assertEqual(convert.dtype_for("norm", "q4_0", set()), "f32")
+        self.assertEqual(writer.dtype_for("norm", "q4_0", set()), "f32")
 
 
 ROPE_CASES = [
@@ -358,7 +359,7 @@ def micro(d: str, arch: str, rope: str | None = None, **shape_kw) -> tuple[dict,
                  sliding_window=None, max_window_layers=28, no_rope_layers=[1, 1])
     # fmt: on
     shape.update(shape_kw)
-    shape["rope_scaling"], shape["max_pos"] = gen_random.rope_scaling(rope, 4.0, shape["max_pos"])
+    shape["rope_scaling"], shape["max_pos"] = gen_llama.rope_scaling(rope, 4.0, shape["max_pos"])
     return write_micro(d, arch, shape, 40, 5)
 
 
@@ -386,7 +387,7 @@ class RefForwardArchTest(unittest.TestCase):
             for i, (arch, rope, kw, windows, use_rope) in enumerate(self.CASES):
                 sub = os.path.join(d, f"{i}{arch}")
                 cfg, W = micro(sub, arch, rope, **kw)
-                self.assertEqual(ref_forward.layer_schedule(cfg), (windows, use_rope))
+                self.assertEqual(ref_llama.layer_schedule(cfg), (windows, use_rope))
                 c = norm(cfg)
                 self.assertEqual(c.get("layer_window", [0, 0]), windows)
                 self.assertEqual(c.get("layer_rope", [True, True]), use_rope)
@@ -467,7 +468,7 @@ class TinyArchConvertTest(unittest.TestCase):
 
     def convert(self, shape: str, quant: str) -> mlb.MlbReader:
         out = os.path.join(self.tmp.name, f"{shape}.{quant}.mlb")
-        code, err = run_main(convert.main, [self.dirs[shape], "-o", out, "--quant", quant])
+        code, err = run_main(cli.main, [self.dirs[shape], "-o", out, "--quant", quant])
         self.assertEqual(code, 0, err)
         return mlb.MlbReader(out)
 
@@ -586,7 +587,7 @@ class TinyArchConvertTest(unittest.TestCase):
             {"model.layers.0.self_attn.o_proj.bias": np.zeros(128, np.float32)},
         )
         out = os.path.join(self.tmp.name, "obias.mlb")
-        code, err = run_main(convert.main, [d, "-o", out])
+        code, err = run_main(cli.main, [d, "-o", out])
         self.assertEqual(code, 2)
         self.assertIn("o_proj.bias", err)
         self.assertFalse(os.path.exists(out))

@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Vocabulary-only GGUF files (tools/to_gguf.py) of the tokenizer fixtures GgufFixtureTest reads:
-each fixture's tokenizer folder under .models/tokenizers with the fixture's own changes applied
-as tokenizer_fixture_test.cpp applies them (model_additions: vocabulary entries and merges
-appended; tokenizer_overrides: top-level keys; config_overrides: tokenizer_config keys), so the
-reference ids of gen_fixtures.mjs hold for the GGUF too. A fixture whose folder is missing is
-skipped (the test then skips it as well).
+"""Vocabulary-only GGUF files (tools/convert/to_gguf.py) of the tokenizer fixtures
+GgufFixtureTest reads: each fixture's tokenizer folder under .models/tokenizers with the
+fixture's own changes applied as tokenizer_fixture_test.cpp applies them (model_additions:
+vocabulary entries and merges appended; tokenizer_overrides: top-level keys; config_overrides:
+tokenizer_config keys), so the reference ids of gen_fixtures.mjs hold for the GGUF too. A
+fixture whose folder is missing is skipped (the test then skips it as well).
 
-    make_gguf_vocabs.py OUT_DIR NAME...
+    PYTHONPATH=tools make_gguf_vocabs.py OUT_DIR NAME...   (ctest sets PYTHONPATH)
 """
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ import json
 import os
 import sys
 
+from convert import to_gguf
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
-
-import to_gguf  # noqa: E402
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
 // guess_chat_template (src/chat/guess.cpp) on the real tokenizers' chat templates and on the
-// cases of tools/convert_tokenizer.py's rules, which it must name alike (the converter records
+// cases of tools/convert/tokenizer.py's rules, which it must name alike (the converter records
 // the name in a .mlb; a GGUF's template text is guessed at load).
 #include <gtest/gtest.h>
 

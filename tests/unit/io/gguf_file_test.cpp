@@ -1,5 +1,5 @@
 // The GGUF reader, on files assembled here byte by byte as ggml's docs/gguf.md lays them out
-// (independently of tools/gguf.py): every value type, tensor infos and alignment, and the
+// (independently of tools/convert/gguf.py): every value type, tensor infos and alignment, and the
 // refusal of each broken count, length, type and offset by a message naming it and its offset.
 #include "io/gguf_file.h"
 

@@ -1,14 +1,10 @@
-#!/usr/bin/env python3
-"""Reference (oracle) forward pass of Llama/Mistral/Qwen2/Qwen3/SmolLM3 causal LMs in numpy
-(Gemma 2/3: ref_gemma.py; Qwen3.5: ref_qwen35.py).
-
-Usage: tools/ref_forward.py HF_DIR --tokens 1,2,3 [--out logits.npy] [--f64]
-       [--quantized-weights f16|q8_0|q4_0 [--q8 CLASSES] [--q4-rule fit|round] [--act-quant]]
+"""Reference (oracle) forward of Llama/Mistral/Qwen2/Qwen3/SmolLM2/SmolLM3 causal LMs in numpy;
+ref_forward.py dispatches here on every model_type that is not Gemma's or Qwen3.5's.
 
 Written from the transformers modeling equations (modeling_llama.py, modeling_mistral.py,
 modeling_qwen2.py, modeling_qwen3.py, modeling_smollm3.py, modeling_rope_utils.py), reading the
-HF directory directly (config.json + safetensors), never the .mlb and never convert.py's code:
-it is what the C++ runtime is compared against.
+HF directory directly (config.json + safetensors), never the .mlb and never the converter's
+code: it is what the C++ runtime is compared against.
 
   h = embed[tokens]
   per layer:  x = rmsnorm(h) * w_attn;  q,k,v = x Wq^T + bq, x Wk^T + bk, x Wv^T + bv (per head;
@@ -26,19 +22,12 @@ every layer; Qwen2/Qwen3/SmolLM3 on the layers whose layer type is sliding_atten
 """
 from __future__ import annotations
 
-import argparse
-import os
-import sys
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import safetensors_io as st  # noqa: E402
-from ref_common import Options, attend, causal_mask, cos_sin, inv_frequencies  # noqa: E402
-from ref_common import load_config, repeat_kv, rms_norm, rope, silu  # noqa: E402
-
-PROG = "ref_forward.py"
+from ref_common import Options, attend, causal_mask, cos_sin, inv_frequencies
+from ref_common import load_config, repeat_kv, rms_norm, rope, silu
 
 
 def layer_schedule(cfg: dict[str, Any]) -> tuple[list[int], list[bool]]:
@@ -81,27 +70,9 @@ def layer_schedule(cfg: dict[str, Any]) -> tuple[list[int], list[bool]]:
     return windows, use_rope
 
 
-def forward(
-    d: str,
-    tokens: list[int],
-    dt: type = np.float32,
-    qtype: str | None = None,
-    q8: set[str] | None = None,
-    q4_rule: str | None = None,
-    act_quant: bool = False,
-) -> np.ndarray:
+def forward(d: str, tokens: list[int], opt: Options) -> np.ndarray:
     cfg = load_config(d)
-    opt = Options(dt, qtype, q8, q4_rule, act_quant)
-    if act_quant and cfg.get("model_type") not in ("qwen3_5", "qwen3_5_text"):
-        raise ValueError("--act-quant is implemented for the Qwen3.5 reference only")
-    if cfg.get("model_type") in ("gemma2", "gemma3_text", "gemma3"):  # tools/ref_gemma.py
-        import ref_gemma
-
-        return ref_gemma.forward(d, tokens, opt)
-    if cfg.get("model_type") in ("qwen3_5", "qwen3_5_text"):  # tools/ref_qwen35.py
-        import ref_qwen35
-
-        return ref_qwen35.forward(d, tokens, opt)
+    dt = opt.dt
     W = opt.weights(d, "fit")
     dim, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     nkv = cfg.get("num_key_value_heads") or nh
@@ -145,57 +116,3 @@ def forward(
     logits = (x @ out.T).astype(np.float32)
     W.close()
     return logits
-
-
-def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0])
-    p.add_argument("hf_dir")
-    p.add_argument("--tokens", required=True, help="comma-separated token ids")
-    p.add_argument("--out", help="write logits [n_tokens, vocab] float32 .npy")
-    p.add_argument("--f64", action="store_true", help="compute in float64")
-    p.add_argument(
-        "--quantized-weights",
-        choices=["f16", "q8_0", "q4_0"],
-        help="round-trip the weight matrices through this type first",
-    )
-    p.add_argument("--q8", default="embd,output", help="with q4_0: classes kept in q8_0")
-    p.add_argument(
-        "--q4-rule",
-        choices=["fit", "round"],
-        default=None,
-        help="default: convert.py's (round for Gemma 3, fit otherwise)",
-    )
-    p.add_argument(
-        "--act-quant",
-        action="store_true",
-        help="with --quantized-weights q8_0/q4_0: also round the inputs of quantized "
-        "matmuls to 8 bits per block of 32, as the runtime's dot products do "
-        "(Qwen3.5 only)",
-    )
-    p.add_argument("--top", type=int, default=5, help="top tokens to print per position")
-    a = p.parse_args(argv)
-    try:
-        tokens = [int(t) for t in a.tokens.split(",") if t.strip()]
-        q8 = {c.strip() for c in a.q8.split(",") if c.strip()}
-        logits = forward(
-            a.hf_dir,
-            tokens,
-            np.float64 if a.f64 else np.float32,
-            a.quantized_weights,
-            q8,
-            a.q4_rule,
-            a.act_quant,
-        )
-    except (OSError, ValueError, KeyError, st.SafetensorsError) as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print(f"logits shape {list(logits.shape)}")
-    for i, row in enumerate(logits):
-        top = np.argsort(-row)[: a.top]
-        print(f"pos {i} token {tokens[i]}: " + " ".join(f"{t}:{row[t]:.3f}" for t in top))
-    if a.out:
-        np.save(a.out, logits)
-
-
-if __name__ == "__main__":
-    main()

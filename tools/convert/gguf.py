@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-import mlb  # AtomicFile
-import quant
+from . import mlb  # AtomicFile
+from . import quant
 
 MAGIC = b"GGUF"
 VERSION = 3

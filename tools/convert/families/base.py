@@ -13,7 +13,8 @@ A family turns a Hugging Face checkpoint into docs/format.md's config and tensor
 - getter(ck, plan, c): reads a planned tensor in its stored form (1 + w norms, split halves).
 
 The families: llama.py (Llama, Mistral, Qwen2, Qwen3, SmolLM2/3), gemma.py (Gemma 2/3) and
-qwen35.py (Qwen3.5); convert.py picks one with family_for() and drives the conversion.
+qwen35.py (Qwen3.5), registered in families/__init__.py, whose family_for() picks one; hf.py
+drives the conversion.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-import safetensors_io as st
-from hf_config import ConvertError, text_part
+from .. import safetensors_io as st
+from ..hf_config import ConvertError, text_part
 
 Json = dict[str, Any]  # a parsed JSON object: config.json, tokenizer.json, the .mlb config
 Plan = list[tuple[str, str, str, tuple[int, ...]]]

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Generate a random-weight Hugging Face checkpoint (Llama, Mistral, Qwen2, Qwen3, SmolLM2/3).
 
-Usage: tools/gen_random.py --arch llama|mistral|qwen2|qwen3|smollm3|smollm2 --shape SHAPE
+Usage: tests/reference/gen_random.py --arch llama|mistral|qwen2|qwen3|smollm3|smollm2 --shape SHAPE
        [--rope linear|yarn|llama3 [--rope-factor F]] [--seed N] [--dtype f32|bf16|f16]
        [--tokenizer NAME_OR_DIR] [--llama2c-out FILE] -o DIR
 SHAPE: tiny, tinyllama, llama3-1b, mistral-tiny, qwen2-tiny, qwen2.5-0.5b, qwen3-tiny,
@@ -20,21 +19,17 @@ Scales (see LOGIT_STD, PROJ_GAIN, QK_GAIN): projections N(0, gain/sqrt(in)), nor
 from __future__ import annotations
 
 import argparse
-import os
 import struct
 import sys
 from typing import Iterator
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert_tokenizer as ctok  # noqa: E402
-import gen_gemma  # noqa: E402
-import gen_qwen35  # noqa: E402
-import mlb  # noqa: E402
-from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, TORCH_DTYPE  # noqa: E402
-from gen_common import Spec, add_common_args, full_tensor, load_tokenizer  # noqa: E402
-from gen_common import attn_specs, size_config, write_checkpoint  # noqa: E402
+from convert import mlb
+from convert import tokenizer as ctok
+from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, TORCH_DTYPE
+from gen_common import Spec, add_common_args, full_tensor, load_tokenizer
+from gen_common import attn_specs, size_config, write_checkpoint
 
 
 # fmt: off
@@ -255,19 +250,11 @@ def write_llama2c(path: str, s: dict, specs: dict, seed: int, dtype: str, n_voca
 
 
 def main(argv: list[str] | None = None) -> None:
-    argv = sys.argv[1:] if argv is None else argv
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--arch")
-    arch = pre.parse_known_args(argv)[0].arch
-    if arch in gen_gemma.ARCHES:  # --arch gemma2|gemma3|gemma3-vl: tools/gen_gemma.py
-        return gen_gemma.main(argv)
-    if arch == "qwen3.5":  # tools/gen_qwen35.py
-        return gen_qwen35.main(argv)
     p = argparse.ArgumentParser(
         prog=PROG,
         description=__doc__.split("\n")[0],
-        epilog="Gemma: --arch gemma2|gemma3|gemma3-vl, see tools/gen_gemma.py; "
-        "Qwen3.5: --arch qwen3.5, see tools/gen_qwen35.py",
+        epilog="Gemma: --arch gemma2|gemma3|gemma3-vl, see tests/reference/gen_gemma.py; "
+        "Qwen3.5: --arch qwen3.5, see tests/reference/gen_qwen35.py",
     )
     p.add_argument(
         "--arch",
@@ -323,7 +310,3 @@ def main(argv: list[str] | None = None) -> None:
         except ValueError as e:
             mlb.die(PROG, str(e))
         print(f"{PROG}: wrote {a.llama2c_out}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()

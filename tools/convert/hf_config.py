@@ -1,7 +1,7 @@
-"""Hugging Face config.json helpers that the converter's families share (family.py, llama.py,
-gemma.py, qwen35.py): ConvertError, RoPE inverse frequencies with the checkpoint's rope scaling
-(modeling_rope_utils.py, transformers v5: inverse frequencies over head_dim), the text part of an
-image-text config, required keys, token id lists and the attention shape.
+"""Hugging Face config.json helpers that the converter's families share (families/: base.py,
+llama.py, gemma.py, qwen35.py): ConvertError, RoPE inverse frequencies with the checkpoint's
+rope scaling (modeling_rope_utils.py, transformers v5: inverse frequencies over head_dim), the
+text part of an image-text config, required keys, token id lists and the attention shape.
 """
 from __future__ import annotations
 

@@ -17,9 +17,9 @@ RoPE scaling follows modeling_rope_utils.py (hf_config.compute_rope).
 
 from __future__ import annotations
 
-import convert_tokenizer as ctok
-from family import Family, Json, Plan, mlp_plan
-from hf_config import ConvertError, attention_shape, compute_rope, first_ids, merged_ids, req
+from .. import tokenizer as ctok
+from .base import Family, Json, Plan, mlp_plan
+from ..hf_config import ConvertError, attention_shape, compute_rope, first_ids, merged_ids, req
 
 ARCHS = {
     "llama": "LlamaForCausalLM",

@@ -2,8 +2,8 @@
 (ref_forward.py dispatches here for model_type qwen3_5 / qwen3_5_text).
 
 Written from transformers' modeling_qwen3_5.py equations, reading config.json and the
-safetensors directly (never the .mlb, never convert.py / qwen35.py). The DeltaNet layers use the
-RECURRENT definition (torch_recurrent_gated_delta_rule), one token at a time:
+safetensors directly (never the .mlb, never the converter's families/qwen35.py). The DeltaNet
+layers use the RECURRENT definition (torch_recurrent_gated_delta_rule), one token at a time:
 
   per layer: x = rmsnorm(h) * (1 + w_in)
   linear_attention (Gated DeltaNet):
@@ -24,17 +24,15 @@ RECURRENT definition (torch_recurrent_gated_delta_rule), one token at a time:
 """
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any, Callable
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import quant  # noqa: E402
-from ref_common import Weights, attend, causal_mask, cos_sin, load_config, repeat_kv  # noqa: E402
-from ref_common import Options, rms_norm, rope, sigmoid, silu  # noqa: E402
+from convert import quant
+from ref_common import Weights, attend, causal_mask, cos_sin, load_config, repeat_kv
+from ref_common import Options, rms_norm, rope, sigmoid, silu
 
+MODEL_TYPES = ("qwen3_5", "qwen3_5_text")  # the image-text wrapper and its text model
 Matmul = Callable[..., np.ndarray]
 
 

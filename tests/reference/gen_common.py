@@ -1,4 +1,4 @@
-"""What the random-checkpoint generators share (gen_random.py, gen_gemma.py, gen_qwen35.py):
+"""What the random-checkpoint generators share (gen_llama.py, gen_gemma.py, gen_qwen35.py):
 the tokenizer lookup, the per-tensor random streams, the safetensors writer, the checkpoint
 directory (config.json, generation_config.json, the tokenizer files, model.safetensors) and the
 common command-line options.
@@ -21,12 +21,12 @@ from typing import Any, Iterator
 
 import numpy as np
 
-import convert_tokenizer as ctok
-import mlb
-import safetensors_io as st
+from convert import mlb
+from convert import safetensors_io as st
+from convert import tokenizer as ctok
 
 PROG = "gen_random.py"
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ROW_BLOCK_ELEMS = 1 << 22
 ST_DTYPE = {"f32": "F32", "bf16": "BF16", "f16": "F16"}
 TORCH_DTYPE = {"f32": "float32", "bf16": "bfloat16", "f16": "float16"}

@@ -3,7 +3,7 @@
 scored the way docs/perplexity.md defines `ml_run --perplexity`; written from that description,
 not from the C++ code, so the two can be compared.
 
-Usage: tools/ref_perplexity.py HF_DIR --tokens-file IDS.txt --ctx N [--scoring all|llama]
+Usage: tests/reference/ref_perplexity.py HF_DIR --tokens-file IDS.txt --ctx N [--scoring all|llama]
        [--chunks N] [--bos ID] [--f64] [--quantized-weights q8_0|q4_0 [--q4-rule fit|round]]
 
 IDS.txt holds the whole text's token ids (as `ml_tok FILE encode - < text` prints them, BOS
@@ -16,14 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import ref_forward  # noqa: E402
+import ref_forward
 
 PROG = "ref_perplexity"
 

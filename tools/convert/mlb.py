@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-import quant
+from . import quant
 
 MAGIC = b"KRAFLAMB"
 VERSION = 1

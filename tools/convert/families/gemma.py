@@ -30,10 +30,10 @@ from __future__ import annotations
 import math
 import numpy as np
 
-import convert_tokenizer as ctok
-import safetensors_io as st
-from family import Family, Getter, Json, Plan, mlp_plan
-from hf_config import (
+from .. import safetensors_io as st
+from .. import tokenizer as ctok
+from .base import Family, Getter, Json, Plan, mlp_plan
+from ..hf_config import (
     ConvertError,
     attention_shape,
     compute_rope,

@@ -1,6 +1,6 @@
 """gen_random.py's Gemma 2 / Gemma 3 checkpoints (gen_random.py --arch gemma2|gemma3|gemma3-vl).
 
-Usage: tools/gen_random.py --arch gemma2|gemma3|gemma3-vl [--shape SHAPE] [--seed N]
+Usage: tests/reference/gen_random.py --arch gemma2|gemma3|gemma3-vl [--shape SHAPE] [--seed N]
        [--dtype f32|bf16|f16] [--tokenizer NAME_OR_DIR] [--vocab N] [--vl-layout hub|v5] -o DIR
 
 Shapes (SHAPES): gemma2-tiny, gemma3-tiny, gemma3-vl-tiny (the defaults of the three arches),
@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import mlb  # noqa: E402
-from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, REPO  # noqa: E402
-from gen_common import TORCH_DTYPE, Spec, add_common_args, load_tokenizer  # noqa: E402
-from gen_common import attn_specs, size_config, write_checkpoint  # noqa: E402
+from convert import mlb
+from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, REPO
+from gen_common import TORCH_DTYPE, Spec, add_common_args, load_tokenizer
+from gen_common import attn_specs, size_config, write_checkpoint
 
 # fmt: off
 ARCHES = {"gemma2": ("gemma2", "Gemma2ForCausalLM", "gemma2-tiny"),
@@ -209,7 +207,7 @@ def tensor_specs(arch: str, s: dict, n_vocab: int, layout: str = "hub") -> dict[
 
 def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(
-        prog=PROG, description="Random-weight Gemma 2/3 checkpoint (tools/gen_gemma.py)."
+        prog=PROG, description="Random-weight Gemma 2/3 checkpoint (tests/reference/gen_gemma.py)."
     )
     p.add_argument("--arch", choices=list(ARCHES), required=True)
     p.add_argument("--shape", choices=list(SHAPES), help="default: the arch's tiny shape")

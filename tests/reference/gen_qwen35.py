@@ -1,6 +1,6 @@
 """gen_random.py's Qwen3.5 checkpoints (gen_random.py --arch qwen3.5 [--shape SHAPE]).
 
-Usage: tools/gen_random.py --arch qwen3.5 [--shape qwen35-tiny|qwen3.5-0.8b] [--text-only]
+Usage: tests/reference/gen_random.py --arch qwen3.5 [--shape qwen35-tiny|qwen3.5-0.8b] [--text-only]
        [--seed N] [--dtype f32|bf16|f16] [--tokenizer NAME_OR_DIR] [--vocab N] -o DIR
 
 Default layout: Qwen3_5ForConditionalGeneration as published (text_config, tensors under
@@ -27,14 +27,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import convert_tokenizer as ctok  # noqa: E402
-from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, REPO, Spec  # noqa: E402
-from gen_common import add_common_args, load_tokenizer, size_config, write_checkpoint  # noqa: E402
+from convert import tokenizer as ctok
+from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, REPO, Spec
+from gen_common import add_common_args, load_tokenizer, size_config, write_checkpoint
 
 # fmt: off
 TINY = dict(dim=128, n_layers=4, n_heads=4, n_kv_heads=2, head_dim=64, ffn=256, nk=2, nv=4,
@@ -139,7 +137,7 @@ def tensor_specs(s: dict, n_vocab: int, text_only: bool) -> dict[str, Spec]:
 
 def main(argv: list[str]) -> None:
     p = argparse.ArgumentParser(
-        prog=PROG, description="Random-weight Qwen3.5 checkpoint (tools/gen_qwen35.py)."
+        prog=PROG, description="Random-weight Qwen3.5 checkpoint (tests/reference/gen_qwen35.py)."
     )
     p.add_argument("--arch", choices=["qwen3.5"], required=True)
     p.add_argument("--shape", choices=list(SHAPES), default="qwen35-tiny")

@@ -27,10 +27,10 @@ from __future__ import annotations
 import sys
 import numpy as np
 
-import convert_tokenizer as ctok
-import safetensors_io as st
-from family import Family, Getter, Json, Plan, mlp_plan
-from hf_config import ConvertError, attention_shape, first_ids, merged_ids
+from .. import safetensors_io as st
+from .. import tokenizer as ctok
+from .base import Family, Getter, Json, Plan, mlp_plan
+from ..hf_config import ConvertError, attention_shape, first_ids, merged_ids
 
 MODEL_TYPES = {"qwen3_5": "Qwen3_5ForConditionalGeneration", "qwen3_5_text": "Qwen3_5ForCausalLM"}
 # Qwen3_5TextConfig class defaults for the keys read here.

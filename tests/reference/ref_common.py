@@ -1,12 +1,12 @@
-"""The small pieces the reference (oracle) forwards share: ref_forward.py, ref_gemma.py and
+"""The small pieces the reference (oracle) forwards share: ref_llama.py, ref_gemma.py and
 ref_qwen35.py. Config and weight loading (with the --quantized-weights round trip), RMSNorm,
 rotate-half RoPE with its llama3 / yarn frequencies (modeling_rope_utils.py), the masked softmax
 of attention, SiLU and the sigmoid.
 
 Like the forwards, it is written from transformers' modeling code and imports nothing of the
-converter (convert.py, family.py, hf_config.py, ...): the oracle stays independent of the code
-it checks. Only the file readers (safetensors_io.py) and the quantization round trip (quant.py,
-itself tested against llama.cpp's rules) are shared.
+converter's model code (tools/convert: cli.py, families/, hf_config.py, ...): the oracle stays
+independent of the code it checks. Only the file reader (convert.safetensors_io) and the
+quantization round trip (convert.quant, itself tested against llama.cpp's rules) are shared.
 """
 
 from __future__ import annotations
@@ -14,15 +14,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import quant  # noqa: E402
-import safetensors_io as st  # noqa: E402
+from convert import quant
+from convert import safetensors_io as st
 
 # The matrix class of a weight, by the module name before ".weight" (convert.py's --q8 classes).
 MATRIX_CLASS = {

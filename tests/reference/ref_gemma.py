@@ -1,7 +1,8 @@
 """Reference (oracle) forward of Gemma 2 and Gemma 3 text models in numpy; ref_forward.py
 dispatches here on model_type gemma2 / gemma3_text / gemma3. Written from transformers'
 modeling_gemma2.py / modeling_gemma3.py / configuration_gemma{2,3}.py, independently of
-tools/gemma.py (the converter side); it reads config.json and the safetensors directly.
+tools/convert/families/gemma.py (the converter side); it reads config.json and the safetensors
+directly.
 
   h = embed[tokens] * float32(sqrt(hidden_size))      (Gemma*ScaledWordEmbedding / normalizer)
   per layer:  x = gnorm(h, w_in)                      gnorm(x, w) = x / rms(x) * (1 + w),
@@ -26,15 +27,12 @@ Sliding layers: layer_types, else Gemma 2 even layers, Gemma 3 (i + 1) % sliding
 from __future__ import annotations
 
 import math
-import os
-import sys
 from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ref_common import Options, attend, causal_mask, cos_sin, inv_frequencies  # noqa: E402
-from ref_common import load_config, repeat_kv, rms_norm, rope  # noqa: E402
+from ref_common import Options, attend, causal_mask, cos_sin, inv_frequencies
+from ref_common import load_config, repeat_kv, rms_norm, rope
 
 MODEL_TYPES = ("gemma2", "gemma3_text", "gemma3")
 # Config class defaults (Gemma2Config, Gemma3TextConfig) for the keys read here.
