@@ -194,6 +194,27 @@ class ToGgufTest(unittest.TestCase):
             g.array("blk.1.ffn_down.weight"), quant.round_trip(b.array("blk.1.ffn_down"), "q8_0")
         )
 
+    def test_round_trip_out_is_the_round_trip_run(self):
+        """--round-trip-out writes, from the same pass, byte for byte what a second run with
+        --round-trip writes, and -o stays what --quant alone writes."""
+        src = self.mlb_path
+        paths = {k: os.path.join(self.tmp.name, f"rt-{k}.gguf") for k in ("q", "rt", "q2", "rt2")}
+        runs = (
+            [src, "-o", paths["q"], "--quant", "q4_k", "--round-trip-out", paths["rt"]],
+            [src, "-o", paths["q2"], "--quant", "q4_k"],
+            [src, "-o", paths["rt2"], "--quant", "q4_k", "--round-trip"],
+        )
+        for args in runs:
+            code, err = run_main(to_gguf.main, args)
+            self.assertEqual(code, 0, err)
+        for a, b in (("q", "q2"), ("rt", "rt2")):
+            with open(paths[a], "rb") as f, open(paths[b], "rb") as g:
+                self.assertEqual(f.read(), g.read(), a)
+        self.assertEqual(gguf.Reader(paths["rt"]).infos["blk.0.attn_q.weight"][0], "f32")
+        code, err = run_main(to_gguf.main, [src, "-o", paths["q"], "--round-trip-out", "x"])
+        self.assertEqual(code, 2)
+        self.assertIn("--round-trip needs --quant", err)
+
     def test_refusals(self):
         bad = dict(self.m.config, rope_freqs=[1.0, 0.5] + [0.4] * 30)
         lin = dict(self.m.config, rope_freqs=list(np.array(self.m.config["rope_freqs"]) / 4))

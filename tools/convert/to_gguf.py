@@ -1,7 +1,7 @@
 """Write a .mlb model as a GGUF file with llama.cpp's names and conventions (numpy only).
 
 Usage: tools/to_gguf.py MODEL.mlb -o OUT.gguf [--quant q4_k|q4_k_m|q4_1|q3_k|iq4_nl|iq4_xs
-                                                [--round-trip]]
+                                                [--round-trip | --round-trip-out RT.gguf]]
        tools/to_gguf.py TOKENIZER_DIR|TOKENIZER.mlt -o VOCAB.gguf   (vocabulary only)
 
 The tensor data is copied as it is (f32, f16, q8_0 and q4_0 blocks are ggml's layouts), so a
@@ -20,7 +20,8 @@ embedding, output, attn_v and ffn_down (the types a Q4_K_M file mixes), --quant 
 --quant q3_k to Q3_K (Q4_1 where a row is not a multiple of 256), --quant iq4_nl to IQ4_NL and
 --quant iq4_xs to IQ4_XS (IQ4_NL where a row is not a multiple of 256), with quant.py's
 plain min/max quantizers (not llama-quantize's: for tests of the K-quant import, not for
-quality); --round-trip then writes F32 of the very values those blocks decode to instead.
+quality); --round-trip then writes F32 of the very values those blocks decode to instead, and
+--round-trip-out PATH writes that F32 file beside the quantized one from the same pass.
 Qwen3.5's tensors are put in llama.cpp's layout (value heads tiled) as F32 first, then quantized.
 
 Supported so far: llama (Llama 2/3, SmolLM2, Mistral without a window), qwen2, qwen3, smollm3,
@@ -442,17 +443,9 @@ def write_vocab(tj: dict, tc: dict, out: str, name: str) -> None:
 SIX_BIT = ("tok_embd", "output", "attn_v", "ffn_down")  # --quant q4_k_m's Q6_K matrices
 
 
-def requant(r: mlb.MlbReader, name: str, to: str, round_trip: bool, leaf: str) -> tuple[str, bytes]:
-    """Tensor `name` of r as --quant `to` writes it: (dtype, bytes)."""
-    t = r.tensors[name]
-    shape = tuple(t["shape"])
-    if len(shape) != 2 or shape[1] % quant.QK:
-        return t["dtype"], r.raw(name)
-    return requant_array(r.array(name), to, round_trip, leaf)
-
-
-def requant_array(x: np.ndarray, to: str, round_trip: bool, leaf: str) -> tuple[str, bytes]:
-    """A matrix (rows of a multiple of 32) as --quant `to` writes it: (dtype, bytes)."""
+def requant_array(x: np.ndarray, to: str, leaf: str, rt: bool) -> tuple[str, bytes, bytes | None]:
+    """A matrix (rows of a multiple of 32) as --quant `to` writes it: (dtype, bytes, and with
+    rt the F32 values those bytes decode to, for --round-trip)."""
     k = x.shape[1] % quant.QK_K == 0
     if to == "q4_k_m" and leaf in SIX_BIT:
         kind = "q6_k" if k else "q8_0"
@@ -463,26 +456,42 @@ def requant_array(x: np.ndarray, to: str, round_trip: bool, leaf: str) -> tuple[
     else:
         kind = "q4_k" if to in ("q4_k", "q4_k_m") and k else "q4_1"
     q = quant.quantize(x, kind)
-    return ("f32", quant.dequantize(q, kind, x.shape).tobytes()) if round_trip else (kind, q)
+    return kind, q, quant.dequantize(q, kind, x.shape).tobytes() if rt else None
 
 
-def qwen35_requant(
-    r: mlb.MlbReader, c: dict, name: str, to: str, round_trip: bool
-) -> gguf.Tensor | None:
-    """A Qwen3.5 tensor for --quant: put in llama.cpp's layout as F32 first (its value heads
-    tiled, so ssm_out's columns move whole heads whatever the block size), then quantized."""
+def requant(
+    r: mlb.MlbReader, c: dict, name: str, to: str | None, qwen35: bool, rt: bool
+) -> list[tuple]:
+    """Tensor `name` of r as written under --quant `to`: [(dtype, shape, bytes) as quantized,
+    and as its round trip], both in the .mlb's layout; the tensor as it is when it is no
+    matrix of 32-value rows. Qwen3.5's matrices are put in llama.cpp's layout as F32 first (its
+    value heads tiled, so ssm_out's columns move whole heads whatever the block size), then
+    quantized: theirs come back as gguf.Tensor in that layout (None: skipped). rt: the round
+    trip is wanted (else its place holds None for a requantized matrix)."""
     t = r.tensors[name]
-    shape = tuple(t["shape"])
-    f32 = r.array(name).astype(np.float32).tobytes()
-    got = qwen35_tensor(r, c, name, "f32", shape, f32, f32=True)
-    if got is None or len(got.shape) != 2 or got.shape[1] % quant.QK:
-        return got
-    x = np.frombuffer(got.data, "<f4").reshape(got.shape)
-    dtype, data = requant_array(x, to, round_trip, name.rsplit(".", 1)[-1])
-    return gguf.Tensor(got.name, dtype, got.shape, data)
+    shape, dtype, leaf = tuple(t["shape"]), t["dtype"], name.rsplit(".", 1)[-1]
+    if qwen35 and to:
+        f32 = r.array(name).astype(np.float32).tobytes()
+        got = qwen35_tensor(r, c, name, "f32", shape, f32, f32=True)
+        if got is None or len(got.shape) != 2 or got.shape[1] % quant.QK:
+            return [got, got]
+        x = np.frombuffer(got.data, "<f4").reshape(got.shape)
+        kind, q, back = requant_array(x, to, leaf, rt)
+        return [
+            gguf.Tensor(got.name, kind, got.shape, q),
+            gguf.Tensor(got.name, "f32", got.shape, back) if rt else None,
+        ]
+    if not to or len(shape) != 2 or shape[1] % quant.QK:
+        return [(dtype, shape, r.raw(name))] * 2
+    kind, q, back = requant_array(r.array(name), to, leaf, rt)
+    return [(kind, shape, q), ("f32", shape, back) if rt else None]
 
 
-def convert(src: str, out: str, to: str | None = None, round_trip: bool = False) -> None:
+def convert(
+    src: str, out: str, to: str | None = None, round_trip: bool = False, rt_out: str | None = None
+) -> None:
+    """Writes `out` (with --quant `to`: requantized, or with round_trip its F32 round trip);
+    rt_out: the round trip to that file too, from the same quantization."""
     if os.path.isdir(src) or src.endswith(".mlt"):
         return convert_vocab(src, out)
     r = mlb.MlbReader(src)
@@ -490,40 +499,47 @@ def convert(src: str, out: str, to: str | None = None, round_trip: bool = False)
     tj = json.loads(r.raw("tokenizer.json"))
     tc = json.loads(r.raw("tokenizer_config.json"))
     name = os.path.splitext(os.path.basename(src))[0]
-    kv = arch_keys(c, name, to if to and not round_trip else main_dtype(r), r.meta.get("source"))
-    kv.update(vocab_keys(tj, tc))
-    pad_vocab(kv, c["n_vocab"])
-    tensors = []
-    arch = kv["general.architecture"]
+    # (path, 0: the quantized tensors or 1: their round trip)
+    outs = [(out, int(round_trip))] + ([(rt_out, 1)] if rt_out else [])
+    kvs = []
+    for _, rt in outs:
+        kv = arch_keys(c, name, to if to and not rt else main_dtype(r), r.meta.get("source"))
+        kv.update(vocab_keys(tj, tc))
+        pad_vocab(kv, c["n_vocab"])
+        kvs.append(kv)
+    arch = kvs[0]["general.architecture"]
+    tensors: list[list[gguf.Tensor]] = [[] for _ in outs]
     if (
-        kv.get(f"{arch}.rope.scaling.type") != "yarn"
+        kvs[0].get(f"{arch}.rope.scaling.type") != "yarn"
         and (divisors := rope_base(c, r.meta.get("source"))[2]) is not None
     ):
         d = divisors.astype(np.float32)
-        tensors.append(gguf.Tensor("rope_freqs.weight", "f32", d.shape, d.tobytes()))
+        for ts in tensors:
+            ts.append(gguf.Tensor("rope_freqs.weight", "f32", d.shape, d.tobytes()))
     qwen35 = arch == "qwen35"
     for t in r.meta["tensors"]:
         if t["dtype"] == "bytes":
             continue
-        if qwen35 and to:
-            got = qwen35_requant(r, c, t["name"], to, round_trip)
-            if got:
-                tensors.append(got)
-            continue
-        raw, shape, dtype = r.raw(t["name"]), tuple(t["shape"]), t["dtype"]
+        forms = requant(r, c, t["name"], to, qwen35, any(rt for _, rt in outs))
         leaf = t["name"].rsplit(".", 1)[-1]
-        if to:
-            dtype, raw = requant(r, t["name"], to, round_trip, leaf)
-        if leaf in ("attn_q", "attn_k") and kv["general.architecture"] in ("llama", "smollm3"):
-            heads = c["n_heads"] if leaf == "attn_q" else c["n_kv_heads"]
-            raw = interleave_rows(raw, shape[0], heads)
-        if qwen35:
-            got = qwen35_tensor(r, c, t["name"], t["dtype"], shape, raw)
-            if got:
-                tensors.append(got)
-            continue
-        tensors.append(gguf.Tensor(tensor_name(t["name"]), dtype, shape, raw))
-    gguf.write(out, kv, tensors)
+        for (_, rt), ts in zip(outs, tensors):
+            form = forms[rt]
+            if qwen35 and to:
+                if form:
+                    ts.append(form)
+                continue
+            dtype, shape, raw = form
+            if leaf in ("attn_q", "attn_k") and arch in ("llama", "smollm3"):
+                heads = c["n_heads"] if leaf == "attn_q" else c["n_kv_heads"]
+                raw = interleave_rows(raw, shape[0], heads)
+            if qwen35:
+                got = qwen35_tensor(r, c, t["name"], t["dtype"], shape, raw)
+                if got:
+                    ts.append(got)
+                continue
+            ts.append(gguf.Tensor(tensor_name(t["name"]), dtype, shape, raw))
+    for (path, _), kv, ts in zip(outs, kvs, tensors):
+        gguf.write(path, kv, ts)
 
 
 def tile_heads(a: np.ndarray, first: int, unit: int, nk: int, r: int) -> np.ndarray:
@@ -594,11 +610,16 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument(
         "--round-trip", action="store_true", help="with --quant: F32 of the decoded values"
     )
+    p.add_argument(
+        "--round-trip-out",
+        metavar="PATH",
+        help="with --quant: also write the F32 round trip to PATH (one quantization, two files)",
+    )
     a = p.parse_args(argv)
     try:
-        if a.round_trip and not a.quant:
+        if (a.round_trip or a.round_trip_out) and not a.quant:
             raise ToGgufError("--round-trip needs --quant")
-        convert(a.model, a.out, a.quant, a.round_trip)
+        convert(a.model, a.out, a.quant, a.round_trip, a.round_trip_out)
     except (ToGgufError, mlb.MlbError, gguf.GgufError, ctok.TokenizerError, OSError, KeyError) as e:
         mlb.die(PROG, f"{a.model}: {e}")
     print(f"{PROG}: wrote {a.out}", file=sys.stderr)
