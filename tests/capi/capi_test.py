@@ -4,7 +4,8 @@ prefix, tests/capi/capi_test.c compiled as C11 with -Wall -Wextra -Werror from n
 installed header and `pkg-config krafla` (static: --static --libs; shared: --libs, when the
 build made libkrafla.so), run on an e2e model; every position's logits (one token per eval)
 against the numpy reference, with the e2e limits of the model's type. docs/library.md's C
-example is compiled the same way and must print a reply.
+example is compiled the same way and must print a reply; a CMake project of its own builds the
+test program through find_package(krafla).
 
   capi_test.py --build BUILD --work BUILD/e2e --model llama --quant q8_0
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +38,33 @@ def pkg_config(prefix: str, *args: str) -> list[str]:
         sys.exit(f"FAILED: krafla.pc installed {len(pcs)} times under {prefix}")
     env = dict(os.environ, PKG_CONFIG_PATH=os.path.dirname(pcs[0]))
     return run(["pkg-config", *args, "krafla"], env=env).stdout.split()
+
+
+# A CPU model of qemu-user that lacks a feature of the build's ISA, and that feature's name as
+# the guard says it (as e2e.py's guard case).
+GUARD_CPU = {
+    "avx512vnni": ("Haswell", "avx512f"),
+    "avxvnni": ("Haswell", "avxvnni"),
+    "avx2": ("Nehalem", "avx"),
+    "sse41": ("core2duo", "sse4.1"),
+}
+
+
+def check_cpu_guard(build: str, cmd: list[str]) -> None:
+    """The library's own CPU guard: on a CPU without the build's ISA, krafla_model_load fails
+    with a message naming the missing feature, and the program goes on (no SIGILL)."""
+    with open(os.path.join(build, "CMakeCache.txt")) as f:
+        isa = re.search(r"^KRAFLA_ISA:STRING=(\w+)$", f.read(), re.M).group(1)
+    qemu = shutil.which("qemu-x86_64")
+    if isa not in GUARD_CPU or not qemu:
+        print(f"CPU guard: not checked here ({isa}, qemu-x86_64 {'found' if qemu else 'missing'})")
+        return
+    cpu, feature = GUARD_CPU[isa]
+    r = subprocess.run([qemu, "-cpu", cpu, *cmd], capture_output=True, text=True)
+    want = f"this CPU lacks {feature}"
+    if r.returncode != 1 or f"FAIL: load {cmd[1]}: {want}" not in r.stderr:
+        sys.exit(f"FAILED: the C API under -cpu {cpu}: rc {r.returncode}, {r.stderr[-400:]!r}")
+    print(f"CPU guard: under -cpu {cpu}, krafla_model_load fails naming {feature}")
 
 
 def main() -> None:
@@ -75,6 +104,8 @@ def main() -> None:
             if (kind == "shared") != ("libkrafla.so" in needed):
                 sys.exit(f"FAILED: the {kind} test program's libraries:\n{needed}")
             out = os.path.join(tmp, f"logits-{kind}.f32")
+            if kind == "static":
+                check_cpu_guard(a.build, [exe, model, ",".join(map(str, ids)), out])
             r = run([exe, model, ",".join(map(str, ids)), out], env=env)
             print(f"{kind}: {r.stdout.strip()}")
             got = np.fromfile(out, dtype=np.float32).reshape(len(ids), -1)
@@ -83,6 +114,24 @@ def main() -> None:
             ref = os.path.join(a.work, f"{a.model}-ref.npy")
             cmp = [sys.executable, os.path.join(SRC, "tests", "e2e", "compare.py"), ref, got_npy]
             print(run(cmp + LIMITS[a.quant]).stdout.strip())
+        # a CMake project of its own: find_package(krafla) on the installed package
+        proj = os.path.join(tmp, "cmake-consumer")
+        os.makedirs(proj)
+        shutil.copy(src, proj)
+        with open(os.path.join(proj, "CMakeLists.txt"), "w") as f:
+            f.write(
+                "cmake_minimum_required(VERSION 3.25)\nproject(consumer C CXX)\n"
+                "find_package(krafla 0.1 REQUIRED)\n"
+                "add_executable(capi_test capi_test.c)\n"
+                "target_compile_options(capi_test PRIVATE -Wall -Wextra -Werror)\n"
+                "target_link_libraries(capi_test PRIVATE krafla::krafla m)\n"
+            )
+        cbuild = os.path.join(tmp, "cmake-consumer-build")
+        run(["cmake", "-S", proj, "-B", cbuild, f"-DCMAKE_PREFIX_PATH={prefix}", "-G", "Ninja"])
+        run(["cmake", "--build", cbuild])
+        out = os.path.join(tmp, "logits-cmake.f32")
+        r = run([os.path.join(cbuild, "capi_test"), model, ",".join(map(str, ids)), out])
+        print(f"find_package(krafla): {r.stdout.strip()}")
         # docs/library.md's example, as a reader would copy it
         example = os.path.join(tmp, "example.c")
         with open(os.path.join(SRC, "docs", "library.md")) as f:
