@@ -7,7 +7,9 @@ A family turns a Hugging Face checkpoint into docs/format.md's config and tensor
 - layout(names): the prefix of the language model's tensors and the name of a stored lm_head
   (image-text checkpoints nest the language model);
 - tensor_plan(c, base, head): (mlb name, HF name, class, shape) in file order; class "norm" is
-  written as F32, the others are matrix classes (convert.py's --q8);
+  written as F32, the others are matrix classes (convert.py's --q8); a layer's MLP is
+  ffn_plan(c, i, p, h) (moe.py's MoeMixin plans the experts of the sparse layers there);
+- sources(hf, shapes): the stored tensors a planned source reads (one, except moe.py's experts);
 - check_tensors(plan, shapes, c, head): refuses missing, extra and mis-shaped tensors and
   returns the ones the family skips (vision towers, multi-token-prediction heads);
 - getter(ck, plan, c): reads a planned tensor in its stored form (1 + w norms, split halves).
@@ -93,6 +95,10 @@ class Family:
     def layer_plan(self, c: Json, i: int, p: str, h: str) -> Plan:
         raise NotImplementedError
 
+    def ffn_plan(self, c: Json, i: int, p: str, h: str) -> Plan:
+        """Layer i's MLP (mlb prefix p, HF prefix h): the dense SwiGLU."""
+        return mlp_plan(p, h, c["dim"], c["ffn_dim"])
+
     def tensor_plan(self, c: Json, base: str = "model.", head: str = "lm_head.weight") -> Plan:
         """(mlb name, HF name, class, expected shape): the embedding, the layers, the final
         norm and, unless tied, the output projection."""
@@ -104,6 +110,26 @@ class Family:
         if not c["tie_embeddings"]:
             plan.append(("output", head, "output", (v, d)))
         return plan
+
+    def sources(self, hf: str, shapes: dict[str, tuple[int, ...]]) -> list[str]:
+        """The stored tensors that planned source hf reads ('X#part' reads X)."""
+        return [hf.split("#")[0]]
+
+    def check_shape(
+        self,
+        name: str,
+        hf: str,
+        shape: tuple[int, ...],
+        shapes: dict[str, tuple[int, ...]],
+        c: Json,
+    ) -> None:
+        """Refuse a planned source whose stored shape differs from the plan's."""
+        if self.source_shape(hf, shapes) != shape:
+            src = hf.split("#")[0]
+            raise ConvertError(
+                f"tensor '{src}' has shape {list(shapes[src])}, expected {list(shape)}"
+                + self.shape_hint(name, hf, c)
+            )
 
     def source_shape(self, hf: str, shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
         """The shape of planned source hf as the plan states it."""
@@ -122,7 +148,7 @@ class Family:
         """Refuse missing, extra or mis-shaped tensors, naming them; returns the skipped ones.
         A planned source 'X#part' is a part of the stored tensor X."""
         skipped = sorted(n for n in shapes if n.startswith(self.skip_prefixes))
-        want = {hf.split("#")[0] for _, hf, _, _ in plan}
+        want = {s for _, hf, _, _ in plan for s in self.sources(hf, shapes)}
         have = {
             n
             for n in shapes
@@ -137,12 +163,7 @@ class Family:
             raise ConvertError(f"unexpected tensors: {names_list(extra)}")
         self.check_heads(shapes, c)
         for name, hf, _, shape in plan:
-            if self.source_shape(hf, shapes) != shape:
-                src = hf.split("#")[0]
-                raise ConvertError(
-                    f"tensor '{src}' has shape {list(shapes[src])}, expected {list(shape)}"
-                    + self.shape_hint(name, hf, c)
-                )
+            self.check_shape(name, hf, shape, shapes, c)
         return skipped
 
     def getter(self, ck: st.Checkpoint, plan: Plan, c: Json) -> Getter:

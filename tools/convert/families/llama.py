@@ -18,7 +18,7 @@ RoPE scaling follows modeling_rope_utils.py (hf_config.compute_rope).
 from __future__ import annotations
 
 from .. import tokenizer as ctok
-from .base import Family, Json, Plan, mlp_plan
+from .base import Family, Json, Plan
 from ..hf_config import ConvertError, attention_shape, compute_rope, first_ids, merged_ids, req
 
 ARCHS = {
@@ -108,6 +108,40 @@ def layer_window(cfg: Json, arch: str, n_layers: int, rope: list[bool] | None) -
     return out
 
 
+def common_config(
+    cfg: Json,
+    arch: str,
+    gen_cfg: Json,
+    tok_json: Json,
+    tok_cfg: Json,
+    default_head_dim: int | None,
+    sliding_window: int | None,
+) -> Json:
+    """The config keys every llama-like family writes (moe.py's Qwen3-MoE too): shapes, RoPE,
+    special ids, the chat template; arch is the name written."""
+    dim, n_heads, n_kv, head_dim = attention_shape(cfg, "", default_head_dim)
+    rope_freqs, attn = compute_rope(cfg, head_dim)
+    bos = first_ids(cfg.get("bos_token_id"), gen_cfg.get("bos_token_id"))
+    bos_id = bos[0] if bos else ctok.special_id(tok_json, tok_cfg, "bos_token")
+    eos = merged_ids(cfg.get("eos_token_id"), gen_cfg.get("eos_token_id"))
+    if not eos and ctok.special_id(tok_json, tok_cfg, "eos_token") >= 0:
+        eos = [ctok.special_id(tok_json, tok_cfg, "eos_token")]
+    tied = cfg.get("tie_word_embeddings", DEFAULT_TIED.get(arch, False))
+    # fmt: off
+    return {
+        "arch": arch, "n_vocab": int(req(cfg, "vocab_size")), "dim": dim,
+        "n_layers": int(req(cfg, "num_hidden_layers")), "n_heads": n_heads, "n_kv_heads": n_kv,
+        "head_dim": head_dim, "ffn_dim": int(req(cfg, "intermediate_size")),
+        "norm_eps": float(cfg.get("rms_norm_eps", 1e-6)),
+        "rope_freqs": rope_freqs, "rope_attn_factor": attn,
+        "max_ctx": int(cfg.get("max_position_embeddings", 2048)),
+        "sliding_window": int(sliding_window or 0), "tie_embeddings": bool(tied),
+        "bos_id": bos_id, "eos_ids": eos,
+        "chat_template": ctok.guess_chat_template(tok_json, tok_cfg),
+    }
+    # fmt: on
+
+
 class LlamaFamily(Family):
     name = "llama"
     model_types = ARCHS
@@ -119,29 +153,9 @@ class LlamaFamily(Family):
     def normalize_config(self, cfg: Json, gen_cfg: Json, tok_json: Json, tok_cfg: Json) -> Json:
         """docs/format.md's config keys from a Hugging Face config.json."""
         arch = check_supported(cfg)
-        dim, n_heads, n_kv, head_dim = attention_shape(cfg, "", DEFAULT_HEAD_DIM.get(arch))
-        n_layers = int(req(cfg, "num_hidden_layers"))
-        rope_freqs, attn = compute_rope(cfg, head_dim)
         sw = cfg.get("sliding_window") if arch == "mistral" else None
-        bos = first_ids(cfg.get("bos_token_id"), gen_cfg.get("bos_token_id"))
-        bos_id = bos[0] if bos else ctok.special_id(tok_json, tok_cfg, "bos_token")
-        eos = merged_ids(cfg.get("eos_token_id"), gen_cfg.get("eos_token_id"))
-        if not eos and ctok.special_id(tok_json, tok_cfg, "eos_token") >= 0:
-            eos = [ctok.special_id(tok_json, tok_cfg, "eos_token")]
-        tied = cfg.get("tie_word_embeddings", DEFAULT_TIED.get(arch, False))
-        # fmt: off
-        c = {
-            "arch": arch, "n_vocab": int(req(cfg, "vocab_size")), "dim": dim,
-            "n_layers": n_layers, "n_heads": n_heads, "n_kv_heads": n_kv, "head_dim": head_dim,
-            "ffn_dim": int(req(cfg, "intermediate_size")),
-            "norm_eps": float(cfg.get("rms_norm_eps", 1e-6)),
-            "rope_freqs": rope_freqs, "rope_attn_factor": attn,
-            "max_ctx": int(cfg.get("max_position_embeddings", 2048)),
-            "sliding_window": int(sw or 0), "tie_embeddings": bool(tied),
-            "bos_id": bos_id, "eos_ids": eos,
-            "chat_template": ctok.guess_chat_template(tok_json, tok_cfg),
-        }
-        # fmt: on
+        c = common_config(cfg, arch, gen_cfg, tok_json, tok_cfg, DEFAULT_HEAD_DIM.get(arch), sw)
+        n_layers = c["n_layers"]
         if arch in WINDOW_ARCHS:
             rope = layer_rope(cfg, arch, n_layers)
             c["qkv_bias"] = arch == "qwen2"
@@ -155,7 +169,7 @@ class LlamaFamily(Family):
         return "model.", "lm_head.weight"  # a missing embedding is listed with the others
 
     def layer_plan(self, c: Json, i: int, p: str, h: str) -> Plan:
-        d, hd, f = c["dim"], c["head_dim"], c["ffn_dim"]
+        d, hd = c["dim"], c["head_dim"]
         qd, kvd = c["n_heads"] * hd, c["n_kv_heads"] * hd
         plan = [
             (p + "attn_norm", h + "input_layernorm.weight", "norm", (d,)),
@@ -175,7 +189,7 @@ class LlamaFamily(Family):
                 for x in ("q", "k")
             ]
         plan.append((p + "ffn_norm", h + "post_attention_layernorm.weight", "norm", (d,)))
-        return plan + mlp_plan(p, h, d, f)
+        return plan + self.ffn_plan(c, i, p, h)
 
     def check_heads(self, shapes: dict[str, tuple[int, ...]], c: Json) -> None:
         for proj, key, heads in (

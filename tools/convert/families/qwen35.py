@@ -19,8 +19,8 @@ list every full_attention_interval-th layer (default 4) is full attention.
   ssm_dt_bias, A_log -> ssm_a = -exp(A_log) (f32, as transformers computes it), norm.weight ->
   ssm_norm, out_proj -> ssm_out.
 Refused (ConvertError naming the field): attention_bias, attn_output_gate false, a non-silu
-hidden_act, a rope type other than default, MoE fields (num_experts: Qwen3.5 MoE is not this
-dense family).
+hidden_act, a rope type other than default, MoE fields in a dense config (Qwen3.5-MoE is
+moe.py's subclass of this family: every layer's MLP is a sparse block, ffn_dim 0).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import safetensors_io as st
 from .. import tokenizer as ctok
-from .base import Family, Getter, Json, Plan, mlp_plan
+from .base import Family, Getter, Json, Plan
 from ..hf_config import ConvertError, attention_shape, first_ids, merged_ids
 
 MODEL_TYPES = {"qwen3_5": "Qwen3_5ForConditionalGeneration", "qwen3_5_text": "Qwen3_5ForCausalLM"}
@@ -46,7 +46,7 @@ SKIP_PREFIXES = ("model.visual.", "visual.", "mtp.", "model.mtp.")
 LINEAR, FULL = "linear_attention", "full_attention"
 
 
-def _check_features(text: Json) -> None:
+def _check_features(text: Json, moe: bool) -> None:
     w = text["_where"]
     if text.get("hidden_act", "silu") != "silu":
         raise ConvertError(
@@ -58,11 +58,11 @@ def _check_features(text: Json) -> None:
         raise ConvertError(
             f"config.json: {w}attn_output_gate false is not supported (Qwen3.5 always gates)"
         )
-    for moe in ("num_experts", "num_experts_per_tok", "moe_intermediate_size"):
-        if text.get(moe):
+    for key in ("num_experts", "num_experts_per_tok", "moe_intermediate_size"):
+        if text.get(key) and not moe:
             raise ConvertError(
-                f"config.json: {w}{moe} is set: Qwen3.5 MoE checkpoints are not supported "
-                "(dense only)"
+                f"config.json: {w}{key} is set in a dense Qwen3.5 config "
+                "(Qwen3.5-MoE checkpoints are model_type qwen3_5_moe)"
             )
 
 
@@ -117,6 +117,7 @@ class Qwen35Family(Family):
     skip_prefixes = SKIP_PREFIXES
     layouts = (("model.language_model.", "lm_head.weight"), ("model.", "lm_head.weight"))
     layouts_text = "model.language_model. or model."
+    moe = False  # moe.py's Qwen3.5-MoE subclass: experts instead of the dense MLP
 
     def skip_note(self, n: int) -> str:
         return (
@@ -127,7 +128,7 @@ class Qwen35Family(Family):
     def normalize_config(self, cfg: Json, gen_cfg: Json, tok_json: Json, tok_cfg: Json) -> Json:
         """docs/format.md's config keys from a Qwen3.5 config.json."""
         text = self.text_config(cfg)
-        _check_features(text)
+        _check_features(text, self.moe)
         w = text["_where"]
         dim, nh, nkv, hd = attention_shape(text, w, even=False)  # partial rotary: rope() checks
         n = int(text["num_hidden_layers"])
@@ -160,13 +161,13 @@ class Qwen35Family(Family):
             )
             eos = [e for e in eos if e < n_vocab]
         tied = bool(text.get("tie_word_embeddings", False))
-        if cfg.get("model_type") == "qwen3_5":
+        if cfg.get("model_type") == self.wrapper:
             tied = bool(cfg.get("tie_word_embeddings", tied))
         # fmt: off
         return {
-            "arch": "qwen3_5", "n_vocab": n_vocab, "dim": dim, "n_layers": n,
+            "arch": self.name, "n_vocab": n_vocab, "dim": dim, "n_layers": n,
             "n_heads": nh, "n_kv_heads": nkv, "head_dim": hd,
-            "ffn_dim": int(text["intermediate_size"]),
+            "ffn_dim": 0 if self.moe else int(text["intermediate_size"]),
             "norm_eps": float(text.get("rms_norm_eps") or 1e-6),
             "rope_freqs": freqs, "rope_dim": rot,
             "max_ctx": int(text["max_position_embeddings"]), "sliding_window": 0,
@@ -183,7 +184,7 @@ class Qwen35Family(Family):
     def layer_plan(self, c: Json, i: int, p: str, h: str) -> Plan:
         """A source 'X#query' / 'X#gate' is half of q_proj X; class "norm" = f32 (vectors and
         the conv kernel)."""
-        d, hd, f = c["dim"], c["head_dim"], c["ffn_dim"]
+        d, hd = c["dim"], c["head_dim"]
         qd, kvd = c["n_heads"] * hd, c["n_kv_heads"] * hd
         kd, vd = c["lin_k_heads"] * c["lin_k_dim"], c["lin_v_heads"] * c["lin_v_dim"]
         nv, conv = c["lin_v_heads"], 2 * kd + vd
@@ -213,7 +214,7 @@ class Qwen35Family(Family):
                 (p + "attn_output", s + "o_proj.weight", "o", (d, qd)),
             ]
         plan.append((p + "ffn_norm", h + "post_attention_layernorm.weight", "norm", (d,)))
-        return plan + mlp_plan(p, h, d, f)
+        return plan + self.ffn_plan(c, i, p, h)
 
     def source_shape(self, hf: str, shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
         if "#" in hf:
