@@ -4,7 +4,8 @@ directory (config.json, generation_config.json, the tokenizer files, model.safet
 common command-line options.
 
 A tensor spec is (shape, std) or (shape, std, mean): values N(mean, std), generated from the
-tensor's own RNG stream (seed, crc32(name)) block of rows by block of rows, so tensors can be
+tensor's own RNG stream (seed, crc32(name)) block of rows by block of rows (or an array: those
+values, for tensors assembled from others such as gen_moe.py's fused experts), so tensors can be
 made one at a time in any order and a second copy (the llama2.c checkpoint) holds the same values.
 """
 
@@ -133,17 +134,25 @@ def full_tensor(seed: int, name: str, spec: Spec, dtype: str) -> np.ndarray:
     return np.concatenate(list(gen_tensor(seed, name, shape, std, dtype, mean))).reshape(shape)
 
 
+def spec_shape(spec: Spec | np.ndarray) -> tuple[int, ...]:
+    return tuple(spec.shape) if isinstance(spec, np.ndarray) else tuple(spec[0])
+
+
 def write_safetensors(
     path: str, specs: dict[str, Spec], seed: int, dtype: str, mean: float | None = None
 ) -> None:
     """model.safetensors with the tensors of specs, in their order, streamed; mean is that of
     the specs without one (see gen_tensor)."""
     t0 = time.time()
-    header = {n: (spec[0], ST_DTYPE[dtype]) for n, spec in specs.items()}
+    header = {n: (spec_shape(spec), ST_DTYPE[dtype]) for n, spec in specs.items()}
 
     def chunks() -> Iterator[tuple[str, np.ndarray]]:
-        for i, (n, (shape, std, *own)) in enumerate(specs.items()):
+        for i, (n, spec) in enumerate(specs.items()):
             print(f"\r{PROG}: tensor {i + 1}/{len(specs)} {n:48s}", end="", file=sys.stderr)
+            if isinstance(spec, np.ndarray):
+                yield n, round_to(spec.astype(np.float32), dtype)
+                continue
+            shape, std, *own = spec
             for piece in gen_tensor(seed, n, shape, std, dtype, own[0] if own else mean):
                 yield n, piece
 

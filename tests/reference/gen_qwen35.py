@@ -150,45 +150,12 @@ def main(argv: list[str]) -> None:
     )
     a = p.parse_args(argv)
     s = dict(SHAPES[a.shape])
-    tok = a.tokenizer
-    if not tok:
-        tok = (
-            "qwen3_5"
-            if os.path.isdir(os.path.join(REPO, ".models", "tokenizers", "qwen3_5"))
-            else "qwen3"
-        )
-    tok_dir, tj, tc = load_tokenizer(tok)
+    tok_dir, tj, tc = load_tokenizer(a.tokenizer or default_tokenizer())
     n_vocab = a.vocab or max(s["vocab"], ctok.vocab_size(tj))
-    eos = ctok.special_id(tj, tc, "eos_token")
-    ids = ctok.token_ids(tj)
-    eos_list = [e for e in [eos, ids.get("<|im_end|>", -1)] if e >= 0]
+    eos_list = eos_ids(tj, tc)
     text = text_config(s, n_vocab, a.text_only)
     text["eos_token_id"] = eos_list[0] if eos_list else None
-    if a.text_only:
-        cfg = {"architectures": ["Qwen3_5ForCausalLM"], **text}
-    else:
-        cfg = {
-            "architectures": ["Qwen3_5ForConditionalGeneration"],
-            "model_type": "qwen3_5",
-            "text_config": text,
-            "tie_word_embeddings": s["tied"],
-            "image_token_id": 248056,
-            "video_token_id": 248057,
-            "vision_start_token_id": 248053,
-            "vision_end_token_id": 248054,
-            "vision_config": {
-                "model_type": "qwen3_5_vision",
-                "depth": 1,
-                "hidden_size": 32,
-                "num_heads": 2,
-                "intermediate_size": 64,
-                "out_hidden_size": s["dim"],
-                "patch_size": 16,
-                "temporal_patch_size": 2,
-                "spatial_merge_size": 2,
-                "in_channels": 3,
-            },
-        }
+    cfg = wrap_config(text, s, a.text_only)
     # mean=0.0: this generator has always added a mean, 0 included, which makes the rare -0.0
     # a +0.0 (the checkpoints stay as they were)
     write_checkpoint(
@@ -201,3 +168,47 @@ def main(argv: list[str]) -> None:
         a.dtype,
         mean=0.0,
     )
+
+
+def default_tokenizer() -> str:
+    """qwen3_5 when fetched, else qwen3."""
+    if os.path.isdir(os.path.join(REPO, ".models", "tokenizers", "qwen3_5")):
+        return "qwen3_5"
+    return "qwen3"
+
+
+def eos_ids(tj: dict, tc: dict) -> list[int]:
+    eos = ctok.special_id(tj, tc, "eos_token")
+    ids = ctok.token_ids(tj)
+    return [e for e in [eos, ids.get("<|im_end|>", -1)] if e >= 0]
+
+
+def wrap_config(text: dict, s: dict, text_only: bool, moe: bool = False) -> dict:
+    """config.json: the text config alone (--text-only) or inside the image-text wrapper
+    (gen_moe.py: the MoE classes' names)."""
+    kind = "Moe" if moe else ""
+    if text_only:
+        return {"architectures": [f"Qwen3_5{kind}ForCausalLM"], **text}
+    mt = "qwen3_5_moe" if moe else "qwen3_5"
+    return {
+        "architectures": [f"Qwen3_5{kind}ForConditionalGeneration"],
+        "model_type": mt,
+        "text_config": text,
+        "tie_word_embeddings": s["tied"],
+        "image_token_id": 248056,
+        "video_token_id": 248057,
+        "vision_start_token_id": 248053,
+        "vision_end_token_id": 248054,
+        "vision_config": {
+            "model_type": mt + "_vision",
+            "depth": 1,
+            "hidden_size": 32,
+            "num_heads": 2,
+            "intermediate_size": 64,
+            "out_hidden_size": s["dim"],
+            "patch_size": 16,
+            "temporal_patch_size": 2,
+            "spatial_merge_size": 2,
+            "in_channels": 3,
+        },
+    }

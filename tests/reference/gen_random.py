@@ -5,6 +5,7 @@ Usage: PYTHONPATH=tools tests/reference/gen_random.py --arch ARCH [its options] 
   --arch llama|mistral|qwen2|qwen3|smollm3|smollm2   gen_llama.py (--shape SHAPE, --rope, …)
   --arch gemma2|gemma3|gemma3-vl                     gen_gemma.py
   --arch qwen3.5                                     gen_qwen35.py
+  --arch qwen3_moe|qwen3_5_moe                       gen_moe.py (--experts, --close-router)
 Each generator (tests/reference/gen_<arch>.py) documents its options; gen_common.py holds what
 they share. The converter package (tools/convert, on PYTHONPATH) writes the safetensors and
 reads the tokenizer files.
@@ -16,6 +17,7 @@ import sys
 
 import gen_gemma
 import gen_llama
+import gen_moe
 import gen_qwen35
 
 
@@ -28,6 +30,8 @@ def main(argv: list[str] | None = None) -> None:
         return gen_gemma.main(argv)
     if arch == "qwen3.5":
         return gen_qwen35.main(argv)
+    if arch in gen_moe.ARCHES:
+        return gen_moe.main(argv)
     return gen_llama.main(argv)
 
 

@@ -93,8 +93,9 @@ class SafetensorsFile:
             )
         return np.frombuffer(self._mm, dtype=dt, count=count, offset=t.begin).reshape(t.shape)
 
-    def get(self, name: str, rows: slice | None = None) -> np.ndarray:
-        """The tensor (optionally a slice of its first axis) as float32."""
+    def get(self, name: str, rows: slice | tuple | None = None) -> np.ndarray:
+        """The tensor (optionally a slice of its first axis, or any numpy index: (e, slice) reads
+        rows of matrix e of a 3-D tensor) as float32."""
         a = self.raw(name)
         if rows is not None:
             a = a[rows]
@@ -141,7 +142,7 @@ class Checkpoint:
     def info(self, name: str) -> TensorInfo:
         return self.where[name].tensors[name]
 
-    def get(self, name: str, rows: slice | None = None) -> np.ndarray:
+    def get(self, name: str, rows: slice | tuple | None = None) -> np.ndarray:
         return self.where[name].get(name, rows)
 
     def close(self) -> None:

@@ -1,5 +1,7 @@
 """Writing a .mlb: each planned tensor streamed from its getter, quantized a block of rows at a
 time (so memory stays near one tensor), under a temporary name until complete (mlb.MlbWriter).
+A getter gets a slice of the tensor's rows; a 3-D tensor's rows are counted through its first
+two axes (row_blocks).
 """
 
 from __future__ import annotations
@@ -33,6 +35,20 @@ MATRIX_CLASSES = (
     "ssm_out",
 )  # ssm_*: Qwen3.5 DeltaNet projections
 ROW_BLOCK_ELEMS = 1 << 22
+
+
+def row_blocks(shape: tuple[int, ...]) -> list[slice]:
+    """The blocks of rows a matrix is streamed in: slices of its rows counted through all axes
+    but the last (a 3-D [n, rows, cols] tensor, MoE experts, is n matrices one after another),
+    about ROW_BLOCK_ELEMS each, never across two matrices, so each is quantized as it would
+    be alone."""
+    rows, n = shape[-2], int(np.prod(shape[:-2], dtype=np.int64))
+    step = max(1, ROW_BLOCK_ELEMS // shape[-1])
+    return [
+        slice(m * rows + r, m * rows + min(rows, r + step))
+        for m in range(n)
+        for r in range(0, rows, step)
+    ]
 
 
 def parse_q8(text: str) -> set[str]:
@@ -109,9 +125,8 @@ def write_mlb(
             if len(shape) == 1:
                 w.write(quant.quantize(get(hf, slice(None)), dtypes[name], q4_rule))
             else:
-                step = max(1, ROW_BLOCK_ELEMS // shape[-1])
-                for r in range(0, shape[0], step):
-                    x = get(hf, slice(r, min(shape[0], r + step)))
+                for rows in row_blocks(shape):
+                    x = get(hf, rows)
                     w.write(quant.quantize(x, dtypes[name], q4_rule, importance.get(name)))
             mb = int(np.prod(shape)) * 4 / 1e6
             print(

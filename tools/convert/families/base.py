@@ -9,12 +9,14 @@ A family turns a Hugging Face checkpoint into docs/format.md's config and tensor
 - tensor_plan(c, base, head): (mlb name, HF name, class, shape) in file order; class "norm" is
   written as F32, the others are matrix classes (convert.py's --q8); a layer's MLP is
   ffn_plan(c, i, p, h) (moe.py's MoeMixin plans the experts of the sparse layers there);
-- sources(hf, shapes): the stored tensors a planned source reads (one, except moe.py's experts);
+- sources(hf, shape, shapes): the stored tensors a planned source reads (one; moe.py: all
+  experts);
 - check_tensors(plan, shapes, c, head): refuses missing, extra and mis-shaped tensors and
   returns the ones the family skips (vision towers, multi-token-prediction heads);
 - getter(ck, plan, c): reads a planned tensor in its stored form (1 + w norms, split halves).
 
-The families: llama.py (Llama, Mistral, Qwen2, Qwen3, SmolLM2/3), gemma.py (Gemma 2/3) and
+The families: llama.py (Llama, Mistral, Qwen2, Qwen3, SmolLM2/3), gemma.py (Gemma 2/3), moe.py
+(Qwen3-MoE, Qwen3.5-MoE) and
 qwen35.py (Qwen3.5), registered in families/__init__.py, whose family_for() picks one; hf.py
 drives the conversion.
 """
@@ -111,8 +113,11 @@ class Family:
             plan.append(("output", head, "output", (v, d)))
         return plan
 
-    def sources(self, hf: str, shapes: dict[str, tuple[int, ...]]) -> list[str]:
-        """The stored tensors that planned source hf reads ('X#part' reads X)."""
+    def sources(
+        self, hf: str, shape: tuple[int, ...], shapes: dict[str, tuple[int, ...]]
+    ) -> list[str]:
+        """The stored tensors that planned source hf (of planned shape) reads ('X#part' reads
+        X)."""
         return [hf.split("#")[0]]
 
     def check_shape(
@@ -148,7 +153,7 @@ class Family:
         """Refuse missing, extra or mis-shaped tensors, naming them; returns the skipped ones.
         A planned source 'X#part' is a part of the stored tensor X."""
         skipped = sorted(n for n in shapes if n.startswith(self.skip_prefixes))
-        want = {s for _, hf, _, _ in plan for s in self.sources(hf, shapes)}
+        want = {s for _, hf, _, shape in plan for s in self.sources(hf, shape, shapes)}
         have = {
             n
             for n in shapes
