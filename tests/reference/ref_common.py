@@ -1,5 +1,6 @@
-"""The small pieces the reference (oracle) forwards share: ref_llama.py, ref_gemma.py and
-ref_qwen35.py. Config and weight loading (with the --quantized-weights round trip), RMSNorm,
+"""The small pieces the reference (oracle) forwards share: ref_llama.py, ref_gemma.py,
+ref_qwen35.py and ref_moe.py.
+Config and weight loading (with the --quantized-weights round trip), RMSNorm,
 rotate-half RoPE with its llama3 / yarn frequencies (modeling_rope_utils.py), the masked softmax
 of attention, SiLU and the sigmoid.
 
@@ -59,10 +60,19 @@ class Weights:
 
     def wtype(self, name: str) -> str | None:
         """The type the matrix `name` goes through (None: kept as stored)."""
-        cls = MATRIX_CLASS.get(name.split(".")[-2])
+        return self.class_type(MATRIX_CLASS.get(name.split(".")[-2]))
+
+    def class_type(self, cls: str | None) -> str | None:
+        """The type the matrices of class cls go through (None: kept as stored)."""
         if not (self.qtype and cls):
             return None
         return "q8_0" if self.qtype == "q4_0" and cls in self.q8 else self.qtype
+
+    def matrix(self, w: np.ndarray, cls: str) -> np.ndarray:
+        """A 2-D matrix of class cls read by other means (ref_moe.py's experts of a fused
+        tensor), through its type and back, as dt."""
+        t = self.class_type(cls)
+        return (quant.round_trip(w, t, self.q4_rule) if t else w).astype(self.dt)
 
     def __call__(self, name: str) -> np.ndarray:
         w = self.ck.get(name)

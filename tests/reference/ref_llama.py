@@ -22,11 +22,11 @@ every layer; Qwen2/Qwen3/SmolLM3 on the layers whose layer type is sliding_atten
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from ref_common import Options, attend, causal_mask, cos_sin, inv_frequencies
+from ref_common import Options, Weights, attend, causal_mask, cos_sin, inv_frequencies
 from ref_common import load_config, repeat_kv, rms_norm, rope, silu
 
 
@@ -70,7 +70,19 @@ def layer_schedule(cfg: dict[str, Any]) -> tuple[list[int], list[bool]]:
     return windows, use_rope
 
 
-def forward(d: str, tokens: list[int], opt: Options) -> np.ndarray:
+# A layer's MLP: (weights, HF layer prefix, layer index, normed input [T, dim]) -> output
+Ffn = Callable[[Weights, str, int, np.ndarray], np.ndarray]
+
+
+def swiglu(W: Weights, p: str, layer: int, x: np.ndarray) -> np.ndarray:
+    """The dense MLP: down(silu(gate(x)) * up(x))."""
+    g = x @ W(p + "mlp.gate_proj.weight").T
+    u = x @ W(p + "mlp.up_proj.weight").T
+    return (silu(g) * u) @ W(p + "mlp.down_proj.weight").T
+
+
+def forward(d: str, tokens: list[int], opt: Options, ffn: Ffn = swiglu) -> np.ndarray:
+    """ffn: the MLP of each layer (ref_moe.py passes Qwen3-MoE's sparse blocks)."""
     cfg = load_config(d)
     dt = opt.dt
     W = opt.weights(d, "fit")
@@ -97,7 +109,7 @@ def forward(d: str, tokens: list[int], opt: Options) -> np.ndarray:
         q = proj(x, p + "self_attn.q_proj", nh)
         k = proj(x, p + "self_attn.k_proj", nkv)
         v = proj(x, p + "self_attn.v_proj", nkv)
-        if cfg["model_type"] == "qwen3":
+        if cfg["model_type"] in ("qwen3", "qwen3_moe"):  # Qwen3-MoE's attention is Qwen3's
             q = rms_norm(q, W(p + "self_attn.q_norm.weight"), eps)
             k = rms_norm(k, W(p + "self_attn.k_norm.weight"), eps)
         if use_rope[layer]:
@@ -107,9 +119,7 @@ def forward(d: str, tokens: list[int], opt: Options) -> np.ndarray:
         a = attend(s, causal_mask(T, windows[layer]), v)
         h = h + a.transpose(1, 0, 2).reshape(T, nh * hd) @ W(p + "self_attn.o_proj.weight").T
         x = rms_norm(h, W(p + "post_attention_layernorm.weight"), eps)
-        g = x @ W(p + "mlp.gate_proj.weight").T
-        u = x @ W(p + "mlp.up_proj.weight").T
-        h = h + (silu(g) * u) @ W(p + "mlp.down_proj.weight").T
+        h = h + ffn(W, p, layer, x)
     x = rms_norm(h, W("model.norm.weight"), eps)
     tied = cfg.get("tie_word_embeddings", cfg["model_type"] == "smollm3")
     out = emb if tied or not W.has("lm_head.weight") else W("lm_head.weight")

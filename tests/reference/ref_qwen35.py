@@ -33,20 +33,33 @@ from ref_common import Weights, attend, causal_mask, cos_sin, load_config, repea
 from ref_common import Options, rms_norm, rope, sigmoid, silu
 
 MODEL_TYPES = ("qwen3_5", "qwen3_5_text")  # the image-text wrapper and its text model
+WRAPPERS = ("qwen3_5", "qwen3_5_moe")  # the image-text types (ref_moe.py: Qwen3.5-MoE)
 Matmul = Callable[..., np.ndarray]
+# A layer's MLP: (weights, matmul, HF layer prefix, layer index, normed input) -> output
+Ffn = Callable[[Weights, Matmul, str, int, np.ndarray], np.ndarray]
 
 
-def _text(cfg: dict[str, Any]) -> dict[str, Any]:
-    t = dict(cfg.get("text_config") or {}) if cfg.get("model_type") == "qwen3_5" else dict(cfg)
-    if cfg.get("model_type") == "qwen3_5" and "tie_word_embeddings" in cfg:
+def text_of(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The language model's config (text_config of the image-text wrappers)."""
+    wrapped = cfg.get("model_type") in WRAPPERS
+    t = dict(cfg.get("text_config") or {}) if wrapped else dict(cfg)
+    if wrapped and "tie_word_embeddings" in cfg:
         t["tie_word_embeddings"] = cfg["tie_word_embeddings"]
     return t
 
 
-def forward(d: str, tokens: list[int], opt: Options) -> np.ndarray:
+def swiglu(W: Weights, mm: Matmul, p: str, layer: int, x: np.ndarray) -> np.ndarray:
+    """The dense MLP: down(silu(gate(x)) * up(x))."""
+    g = mm(x, p + "mlp.gate_proj.weight")
+    u = mm(x, p + "mlp.up_proj.weight")
+    return mm(silu(g) * u, p + "mlp.down_proj.weight")
+
+
+def forward(d: str, tokens: list[int], opt: Options, ffn: Ffn = swiglu) -> np.ndarray:
     """opt.act_quant (with qtype q8_0/q4_0): the inputs of the quantized matmuls go through
-    quant.act_round_trip, as the runtime's 8-bit dot products see them."""
-    cfg = _text(load_config(d))
+    quant.act_round_trip, as the runtime's 8-bit dot products see them. ffn: each layer's MLP
+    (ref_moe.py passes Qwen3.5-MoE's sparse blocks)."""
+    cfg = text_of(load_config(d))
     dt = opt.dt
     W = opt.weights(d, "fit")
     base = (
@@ -104,9 +117,7 @@ def forward(d: str, tokens: list[int], opt: Options) -> np.ndarray:
             out = mm(att * sigmoid(gate), a + "o_proj.weight")
         h = h + out
         x = norm1(h, W(p + "post_attention_layernorm.weight"))
-        g = mm(x, p + "mlp.gate_proj.weight")
-        u = mm(x, p + "mlp.up_proj.weight")
-        h = h + mm(silu(g) * u, p + "mlp.down_proj.weight")
+        h = h + ffn(W, mm, p, i, x)
     x = norm1(h, W(base + "norm.weight"))
     tied = cfg.get("tie_word_embeddings", False) or not W.has("lm_head.weight")
     if tied:
