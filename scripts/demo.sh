@@ -9,6 +9,7 @@ cd "$root"
 scripts/setup.sh  # what building and running need; the test tools come with --tests
 bin=$(KRAFLA_TARGETS=ml_run scripts/build.sh | tail -n 1)
 model=.models/brown-llama-q8_0.mlb
+mkdir -p .models
 if [ ! -s "$model" ]; then
   /usr/bin/python3 tools/convert.py models/brown-llama -o "$model" --quant q8_0
 fi
