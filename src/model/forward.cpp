@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "io/gguf_dequant.h"
 #include "kernels/kernels.h"
 #include "krafla/error.h"
 
@@ -74,14 +73,9 @@ void Forward::run(std::span<const SeqRows> segs, const int32_t* tokens, float* l
 void Forward::embed(const int32_t* tokens, int n) {
   const ProfileScope scope(mm_.profile(), Op::Embed);
   const int64_t dim = c_.dim;
-  const Matrix& e = m_.tok_embd;
-  const size_t row = K::row_bytes(e.type, dim);
   float* x = x_.data<float>();
   for (int t = 0; t < n; ++t) {
-    if (e.source)
-      gguf_dequantize_row(e.source_type, e.source + tokens[t] * e.source_row, x + t * dim, dim);
-    else
-      K::dequantize_row(e.type, e.stored + size_t(tokens[t]) * row, x + t * dim, dim);
+    m_.embd_rows.get(tokens[t], x + t * dim, dim);
     if (c_.embd_scale != 1.0f) K::scale_f32(x + t * dim, c_.embd_scale, dim);
   }
 }

@@ -43,9 +43,16 @@ WType matrix_type(const TensorView& t, const std::string& path) {
   }
 }
 
+// A matrix to pack and where its rows are: `stored` (ggml-layout rows in the mapping or in a
+// copy the import made), or while a GGUF K-quant's rows are still in the file's type, `source`
+// (TensorView::source: rows of source_row bytes of ggml type source_type), rewritten as packed.
 struct ToPack {
   std::string name;
   Matrix* m;
+  const uint8_t* stored;
+  const uint8_t* source;
+  uint32_t source_type;
+  uint64_t source_row;
 };
 
 // Hands out the file's tensors by name and shape, remembering which were taken: a tensor
@@ -62,17 +69,15 @@ class TensorTaker {
 
   // Takes matrix `name` into `m`, and lists it for packing unless `pack` is false (an
   // embedding that is only looked up row by row).
-  void matrix(Matrix& m, const std::string& name, int64_t rows, int64_t cols, bool pack = true) {
+  const TensorView& matrix(Matrix& m, const std::string& name, int64_t rows, int64_t cols,
+                           bool pack = true) {
     const TensorView& t = take(name, {rows, cols});
     m.type = matrix_type(t, f_.path());
     m.rows = rows;
     m.cols = cols;
-    m.stored = t.data;
-    m.source = t.source;
-    m.source_type = t.source_type;
-    m.source_row = t.source_row;
     m.name = name;
-    if (pack) to_pack_.push_back({name, &m});
+    if (pack) to_pack_.push_back({name, &m, t.data, t.source, t.source_type, t.source_row});
+    return t;
   }
 
   void check_all_taken(const std::string& arch) const {
@@ -106,8 +111,8 @@ class TensorTaker {
 // GGUF import rewrote it: a copy the import made (reordered rows of a GGUF) is freed as soon as
 // it is packed, which keeps the peak near one copy of the weights (pack_all drops the file's
 // pages as it goes).
-void release_copy(Model::Impl& m, Matrix& x) {
-  if ((&x != &m.tok_embd || x.source) && m.file->release(x.stored)) x.stored = nullptr;
+void release_copy(Model::Impl& m, const ToPack& p) {
+  if (p.m != &m.tok_embd || m.embd_rows.gguf_type) m.file->release(p.stored);
 }
 
 // One matrix at a time, in blocks of rows of about 16 MiB, each block's rows split across the
@@ -124,27 +129,27 @@ void pack_all(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& pool)
     x->packed.resize(kernels::packed_size(x->type, x->rows, x->cols), Pages::Huge);
     const auto rb = int64_t(kernels::row_bytes(x->type, x->cols));
     const int64_t block = std::max(tile, (int64_t(16) << 20) / rb / tile * tile);
-    const bool rewrite = !x->stored;
-    const uint64_t in_row = rewrite ? x->source_row : uint64_t(rb);
-    const uint8_t* in = rewrite ? x->source : x->stored;
+    const bool rewrite = !tp.stored;
+    const uint64_t in_row = rewrite ? tp.source_row : uint64_t(rb);
+    const uint8_t* in = rewrite ? tp.source : tp.stored;
     if (rewrite && rows.size() < size_t(std::min(block, x->rows) * rb))
       rows.resize(size_t(std::min(block, x->rows) * rb));
     for (int64_t b0 = 0; b0 < x->rows; b0 += block) {
       const int64_t n = std::min(block, x->rows - b0);
-      const uint8_t* src = rewrite ? rows.data() : x->stored + b0 * rb;
+      const uint8_t* src = rewrite ? rows.data() : tp.stored + b0 * rb;
       // b0 is a multiple of the row tile: the block packs as a matrix of its own
       uint8_t* dst = x->packed.data() + kernels::packed_size(x->type, b0, x->cols);
       pool.run([&](int ti) {
         auto [r0, r1] = split_range(n, ti, pool.size(), tile);
         if (r0 >= r1) return;
         if (rewrite)
-          gguf_rewrite_rows(x->source_type, in + uint64_t(b0 + r0) * in_row, in_row, x->cols,
+          gguf_rewrite_rows(tp.source_type, in + uint64_t(b0 + r0) * in_row, in_row, x->cols,
                             r1 - r0, rows.data() + r0 * rb);
         kernels::pack(x->type, src, n, x->cols, r0, r1, dst);
       });
       m.file->drop_pages(in + uint64_t(b0) * in_row, uint64_t(n) * in_row);
     }
-    release_copy(m, *x);
+    release_copy(m, tp);
   }
 }
 
@@ -156,16 +161,16 @@ void pack_or_map(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& po
     return;
   }
   std::vector<PackEntry> entries;
-  for (const auto& [name, x] : mats)
-    entries.push_back({name, int(x->type), x->rows, x->cols,
-                       uint64_t(kernels::packed_size(x->type, x->rows, x->cols))});
+  for (const ToPack& p : mats)
+    entries.push_back({p.name, int(p.m->type), p.m->rows, p.m->cols,
+                       uint64_t(kernels::packed_size(p.m->type, p.m->rows, p.m->cols))});
   const std::string path = PackCache::path_for(dir, m.file->path());
   std::string why;
   m.pack_cache = PackCache::open(path, *m.file, entries, &why);
   if (m.pack_cache) {
     for (size_t i = 0; i < mats.size(); ++i) {
       mats[i].m->cached = m.pack_cache->data(i);
-      release_copy(m, *mats[i].m);
+      release_copy(m, mats[i]);
     }
     m.load_note = fmt::format("pack cache: mapped {} ({:.1f} MiB)", path,
                               m.pack_cache->file_size() / 1048576.0);
@@ -173,7 +178,7 @@ void pack_or_map(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& po
   }
   pack_all(m, mats, pool);
   std::vector<const void*> data;
-  for (const auto& [_, x] : mats) data.push_back(x->packed.data());
+  for (const ToPack& p : mats) data.push_back(p.m->packed.data());
   try {
     PackCache::write(path, *m.file, entries, data);
     m.load_note = fmt::format("pack cache: wrote {} ({})", path, why);
@@ -237,6 +242,14 @@ void load_layer(TensorTaker& take, const ModelConfig& c, int i, LayerWeights& L)
 }
 
 }  // namespace
+
+void EmbeddingRows::get(int32_t id, float* out, int64_t dim) const {
+  const uint8_t* row = base + uint64_t(id) * row_bytes;
+  if (gguf_type)
+    gguf_dequantize_row(gguf_type, row, out, dim);
+  else
+    kernels::dequantize_row(type, row, out, dim);
+}
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
@@ -324,7 +337,11 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   m->layers.resize(c.n_layers);
   for (int i = 0; i < c.n_layers; ++i) load_layer(take, c, i, m->layers[i]);
   // The embedding is packed only when the logits use it too; the pack cache lists it last.
-  take.matrix(m->tok_embd, "tok_embd", c.n_vocab, c.dim, c.tie_embeddings);
+  const TensorView& embd = take.matrix(m->tok_embd, "tok_embd", c.n_vocab, c.dim, c.tie_embeddings);
+  m->embd_rows =
+      embd.source ? EmbeddingRows{embd.source, embd.source_row, m->tok_embd.type, embd.source_type}
+                  : EmbeddingRows{embd.data, kernels::row_bytes(m->tok_embd.type, c.dim),
+                                  m->tok_embd.type, 0};
   m->output_norm = take.vec_f32("output_norm", c.dim);
   if (c.tie_embeddings) {
     if (f.find("output"))
@@ -336,8 +353,8 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   const std::vector<ToPack>& to_pack = take.to_pack();
   ThreadPool pool(opts.n_threads > 0 ? opts.n_threads : int(std::thread::hardware_concurrency()));
   pack_or_map(*m, to_pack, pool, opts.pack_cache_dir);
-  for (const auto& [_, x] : to_pack)
-    m->packed_bytes += kernels::packed_size(x->type, x->rows, x->cols);
+  for (const ToPack& p : to_pack)
+    m->packed_bytes += kernels::packed_size(p.m->type, p.m->rows, p.m->cols);
   return std::unique_ptr<Model>(new Model(std::move(m)));
 }
 

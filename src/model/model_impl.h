@@ -28,11 +28,23 @@ struct LayerWeights {
   const float* ffn_post_norm = nullptr;   // (dim) with post_norms
 };
 
+// The token embedding's rows as Forward::embed looks them up, one token at a time: the loader
+// decides which bytes serve (the stored ggml-layout rows, or a GGUF K-quant's rows in the file,
+// decoded exactly) and the forward only asks for a row.
+struct EmbeddingRows {
+  const uint8_t* base = nullptr;  // row 0
+  uint64_t row_bytes = 0;
+  kernels::WType type = kernels::WType::F32;            // the rows' type when gguf_type is 0
+  uint32_t gguf_type = 0;                               // a GGUF file's ggml type, decoded as such
+  void get(int32_t id, float* out, int64_t dim) const;  // (dim) floats of row `id`
+};
+
 struct Model::Impl {
   std::unique_ptr<ModelFile> file;
   ModelConfig cfg;
   std::unique_ptr<Tokenizer> tok;
   Matrix tok_embd;           // (n_vocab, dim); packed only when it is also the output
+  EmbeddingRows embd_rows;   // its rows, for the lookups
   const float* output_norm;  // (dim)
   Matrix output;             // (n_vocab, dim), or empty when tied (then tok_embd is used)
   std::vector<LayerWeights> layers;

@@ -15,20 +15,14 @@
 
 namespace krafla {
 
-// A weight matrix [rows, cols] (out × in): packed for this ISA's matmul, plus the stored
-// (ggml-layout) bytes in the mapping for row lookups (embeddings).
+// A weight matrix [rows, cols] (out × in), packed for this ISA's matmul. Where its bytes came
+// from (a .mlb's rows, a GGUF file's) is the loader's business (model.cpp).
 struct Matrix {
   kernels::WType type = kernels::WType::F32;
   int64_t rows = 0, cols = 0;
   AlignedBuffer packed;             // packed at load, or empty when cached:
   const uint8_t* cached = nullptr;  // the same bytes in the mapped pack cache
-  const uint8_t* stored = nullptr;
-  // A GGUF K-quant rewritten at load: the file's rows, which row lookups decode instead of
-  // `stored` (io/model_file.h's TensorView::source).
-  const uint8_t* source = nullptr;
-  uint32_t source_type = 0;
-  uint64_t source_row = 0;
-  std::string name;  // the file's tensor name (blk.0.attn_q, ...): the imatrix's key
+  std::string name;                 // the file's tensor name (blk.0.attn_q, ...): the imatrix's key
   const void* packed_data() const { return cached ? cached : packed.data(); }
 };
 
