@@ -22,6 +22,7 @@
 
 struct krafla_model {
   std::unique_ptr<krafla::Model> m;
+  std::vector<int32_t> eog;  // stop_ids_for(*m, ""), sorted: krafla_token_is_eog per token
 };
 struct krafla_session {
   std::unique_ptr<krafla::Session> s;
@@ -102,7 +103,9 @@ krafla_model* krafla_model_load(const char* path, int n_threads) {
   return guarded<krafla_model*>(nullptr, [&] {
     need(path, "path");
     if (n_threads < 0) throw krafla::Error(fmt::format("n_threads {} is negative", n_threads));
-    return new krafla_model{krafla::Model::load(path, n_threads)};
+    auto m = krafla::Model::load(path, n_threads);
+    auto eog = krafla::stop_ids_for(*m, "");
+    return new krafla_model{std::move(m), std::move(eog)};
   });
 }
 
@@ -155,8 +158,7 @@ int32_t krafla_token_eos(const krafla_model* model) {
 int krafla_token_is_eog(const krafla_model* model, int32_t id) {
   return guarded<int>(0, [&] {
     need(model, "model");
-    const auto stops = krafla::stop_ids_for(*model->m, "");
-    return int(std::binary_search(stops.begin(), stops.end(), id));
+    return int(std::binary_search(model->eog.begin(), model->eog.end(), id));
   });
 }
 

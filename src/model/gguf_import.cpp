@@ -31,18 +31,14 @@ const char* supported_types() {
                "Q6_K, IQ4_NL, IQ4_XS as Q8_0";
 }
 
-[[noreturn]] void fail(const GgufFile& g, const std::string& msg) {
-  throw Error(fmt::format("{}: {}", g.path(), msg));
-}
-
 const Family& family_of(const GgufFile& g) {
   const std::string name = g.str("general.architecture");
   if (const Family* f = find_gguf_family(name)) return *f;
   std::vector<std::string> names;
   for (const Family* f : families())
     if (*f->gguf_arch) names.push_back(f->gguf_arch);
-  fail(g, fmt::format("GGUF architecture '{}' is not supported (this build reads: {})", name,
-                      fmt::join(names, ", ")));
+  gguf_fail(g, fmt::format("GGUF architecture '{}' is not supported (this build reads: {})", name,
+                           fmt::join(names, ", ")));
 }
 
 const GgufTensor* find_tensor(const GgufFile& g, std::string_view name) {
@@ -62,9 +58,10 @@ void yarn(const GgufFile& g, const std::string& p, double base, int dim, double 
   const double fast = g.number(p + "rope.scaling.yarn_beta_fast", 32.0);
   const double slow = g.number(p + "rope.scaling.yarn_beta_slow", 1.0);
   if (!(orig > 0 && fast > 0 && slow > 0 && base != 1))
-    fail(g, fmt::format("{}rope.scaling: yarn needs a positive original_context_length and betas "
-                        "and a base other than 1",
-                        p));
+    gguf_fail(g,
+              fmt::format("{}rope.scaling: yarn needs a positive original_context_length and betas "
+                          "and a base other than 1",
+                          p));
   const auto corr = [&](double r) {
     return dim * std::log(orig / (r * 2 * std::numbers::pi)) / (2 * std::log(base));
   };
@@ -84,28 +81,31 @@ void yarn(const GgufFile& g, const std::string& p, double base, int dim, double 
 std::vector<double> rope_freqs(const GgufFile& g, const std::string& p, int rope_dim) {
   const double base = g.number(p + "rope.freq_base", 10000.0);
   if (!(base > 0) || !std::isfinite(base))
-    fail(g, fmt::format("{}rope.freq_base {} is not a positive number", p, base));
+    gguf_fail(g, fmt::format("{}rope.freq_base {} is not a positive number", p, base));
   std::vector<double> inv(size_t(rope_dim / 2));
   for (size_t i = 0; i < inv.size(); ++i)
     inv[i] = 1.0 / std::pow(base, double(2 * i) / double(rope_dim));
   const std::string kind = g.str(p + "rope.scaling.type", "none");
   if (kind == "linear" || kind == "yarn") {
     const double factor = g.number(p + "rope.scaling.factor");
-    if (!(factor > 0)) fail(g, fmt::format("{}rope.scaling.factor {} is not positive", p, factor));
+    if (!(factor > 0))
+      gguf_fail(g, fmt::format("{}rope.scaling.factor {} is not positive", p, factor));
     if (kind == "linear") {
       for (double& f : inv) f /= factor;
     } else {
       yarn(g, p, base, rope_dim, factor, inv);
     }
   } else if (kind != "none") {
-    fail(g, fmt::format("{}rope.scaling.type '{}' is not supported (none, linear, yarn)", p, kind));
+    gguf_fail(
+        g, fmt::format("{}rope.scaling.type '{}' is not supported (none, linear, yarn)", p, kind));
   }
   if (const GgufTensor* t = find_tensor(g, "rope_freqs.weight")) {
     if (t->type != 0 || t->shape != std::vector<int64_t>{int64_t(inv.size())})
-      fail(g, fmt::format("tensor 'rope_freqs.weight' must be F32 [{}]", inv.size()));
+      gguf_fail(g, fmt::format("tensor 'rope_freqs.weight' must be F32 [{}]", inv.size()));
     const float* d = reinterpret_cast<const float*>(t->data);
     for (size_t i = 0; i < inv.size(); ++i) {
-      if (!(d[i] > 0)) fail(g, fmt::format("tensor 'rope_freqs.weight'[{}] is not positive", i));
+      if (!(d[i] > 0))
+        gguf_fail(g, fmt::format("tensor 'rope_freqs.weight'[{}] is not positive", i));
       inv[i] /= d[i];
     }
   }
@@ -139,24 +139,26 @@ std::string chat_template_name(const GgufFile& g) {
 json config_from(const GgufFile& g, const Family& f) {
   const std::string p = std::string(f.gguf_arch) + ".";
   const GgufTensor* embd = find_tensor(g, "token_embd.weight");
-  if (!embd || embd->shape.size() != 2) fail(g, "tensor 'token_embd.weight' is missing or not 2-D");
+  if (!embd || embd->shape.size() != 2)
+    gguf_fail(g, "tensor 'token_embd.weight' is missing or not 2-D");
   const int64_t dim = g.integer(p + "embedding_length");
   const int64_t n_heads = g.integer(p + "attention.head_count");
-  if (n_heads <= 0) fail(g, fmt::format("{}attention.head_count {} is not positive", p, n_heads));
+  if (n_heads <= 0)
+    gguf_fail(g, fmt::format("{}attention.head_count {} is not positive", p, n_heads));
   const int64_t head_dim = g.integer(p + "attention.key_length", dim / n_heads);
   if (g.integer(p + "attention.value_length", head_dim) != head_dim)
-    fail(g, fmt::format("{}attention.value_length differs from key_length ({})", p, head_dim));
+    gguf_fail(g, fmt::format("{}attention.value_length differs from key_length ({})", p, head_dim));
   const int64_t rope_dim = g.integer(p + "rope.dimension_count", head_dim);
   if (rope_dim < 2 || rope_dim > head_dim || rope_dim % 2)
-    fail(g,
-         fmt::format("{}rope.dimension_count {} must be even and in 2..{}", p, rope_dim, head_dim));
+    gguf_fail(g, fmt::format("{}rope.dimension_count {} must be even and in 2..{}", p, rope_dim,
+                             head_dim));
   json c;
   c["arch"] = f.arch;
   c["n_vocab"] = embd->shape[0];
   c["dim"] = dim;
   const int64_t n_layers = g.integer(p + "block_count");
   if (n_layers <= 0 || n_layers > (1 << 24))  // before any per-layer list is built
-    fail(g, fmt::format("{}block_count {} is out of range", p, n_layers));
+    gguf_fail(g, fmt::format("{}block_count {} is out of range", p, n_layers));
   c["n_layers"] = n_layers;
   c["n_heads"] = n_heads;
   c["n_kv_heads"] = g.integer(p + "attention.head_count_kv", n_heads);
@@ -187,7 +189,7 @@ std::string mlb_name(const GgufFile& g, const std::string& name, const Family& f
   constexpr std::string_view kWeight = ".weight", kBias = ".bias";
   if (name.ends_with(kWeight)) return name.substr(0, name.size() - kWeight.size());
   if (name.ends_with(kBias)) return name.substr(0, name.size() - kBias.size()) + "_bias";
-  fail(g, fmt::format("tensor '{}' is neither a .weight nor a .bias", name));
+  gguf_fail(g, fmt::format("tensor '{}' is neither a .weight nor a .bias", name));
 }
 
 // Widens a BF16 or F16 tensor to F32 (both exactly).
@@ -210,8 +212,8 @@ void widen(const GgufTensor& t, uint8_t* out) {
 void deinterleave(const GgufTensor& t, int64_t n_heads, uint8_t* out, const GgufFile& g) {
   const int64_t rows = t.shape[0];
   if (n_heads <= 0 || rows % n_heads || (rows / n_heads) % 2)
-    fail(g, fmt::format("tensor '{}': {} rows do not split into {} heads of even size", t.name,
-                        rows, n_heads));
+    gguf_fail(g, fmt::format("tensor '{}': {} rows do not split into {} heads of even size", t.name,
+                             rows, n_heads));
   const int64_t hd = rows / n_heads;
   const uint64_t row_bytes = t.size / uint64_t(rows);
   for (int64_t h = 0; h < n_heads; ++h)
@@ -274,8 +276,9 @@ DType dtype_of(const GgufFile& g, const GgufTensor& t) {
       return DType::BF16;
     default: {
       const GgmlTypeInfo* ti = ggml_type_info(t.type);
-      fail(g, fmt::format("tensor '{}' has type {}, which this build does not run (it runs {})",
-                          t.name, ti ? ti->name : "?", supported_types()));
+      gguf_fail(g,
+                fmt::format("tensor '{}' has type {}, which this build does not run (it runs {})",
+                            t.name, ti ? ti->name : "?", supported_types()));
     }
   }
 }
@@ -327,15 +330,15 @@ GgufImport import_gguf(const GgufFile& g) {
     const std::string name = mlb_name(g, t.name, f);
     if (name.empty() || beyond_layers(t.name, config["n_layers"])) continue;
     if (t.shape.size() > 2)
-      fail(g,
-           fmt::format("tensor '{}' has {} dimensions (1 or 2 expected)", t.name, t.shape.size()));
+      gguf_fail(g, fmt::format("tensor '{}' has {} dimensions (1 or 2 expected)", t.name,
+                               t.shape.size()));
     TensorView v{name, dtype_of(g, t), t.shape, t.data, t.offset, t.size};
     const std::string leaf = name.substr(name.rfind('.') + 1);
     const bool vector = t.shape.size() == 1;
     GgufTensor src = t;                  // what the q/k un-permutation reads
     AlignedBuffer* rewritten = nullptr;  // the rows rewritten (gguf_rewrite_type)
     if (gguf_can_dequantize(t.type)) {
-      if (vector) fail(g, fmt::format("tensor '{}': a quantized vector", t.name));
+      if (vector) gguf_fail(g, fmt::format("tensor '{}': a quantized vector", t.name));
       const auto [block, bytes] = dtype_block(v.dtype);
       v.size = uint64_t(t.shape[0]) * uint64_t(t.shape[1]) / uint64_t(block) * uint64_t(bytes);
       v.source = t.data;
@@ -358,9 +361,9 @@ GgufImport import_gguf(const GgufFile& g) {
     const bool conv = leaf == "ssm_conv" && v.dtype == DType::F16;  // the loader wants F32
     if ((vector && v.dtype != DType::F32) || v.dtype == DType::BF16 || conv) {
       if (v.dtype != DType::F16 && v.dtype != DType::BF16)
-        fail(g, fmt::format("tensor '{}': a {} vector (norms and biases must be F32, F16 or "
-                            "BF16)",
-                            t.name, dtype_name(v.dtype)));
+        gguf_fail(g, fmt::format("tensor '{}': a {} vector (norms and biases must be F32, F16 or "
+                                 "BF16)",
+                                 t.name, dtype_name(v.dtype)));
       AlignedBuffer& b = m.owned.emplace_back(t.size * 2);
       widen(t, b.data());
       v.dtype = DType::F32;

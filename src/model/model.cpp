@@ -43,16 +43,13 @@ WType matrix_type(const TensorView& t, const std::string& path) {
   }
 }
 
-// A matrix to pack and where its rows are: `stored` (ggml-layout rows in the mapping or in a
-// copy the import made), or while a GGUF K-quant's rows are still in the file's type, `source`
-// (TensorView::source: rows of source_row bytes of ggml type source_type), rewritten as packed.
+// A matrix to pack and the file's view of its rows: `data` (ggml-layout rows in the mapping or
+// in a copy the import made), or while a GGUF K-quant's rows are still in the file's type,
+// `source` (rows of source_row bytes of ggml type source_type), rewritten as they are packed.
 struct ToPack {
   std::string name;
   Matrix* m;
-  const uint8_t* stored;
-  const uint8_t* source;
-  uint32_t source_type;
-  uint64_t source_row;
+  const TensorView* t;
 };
 
 // Hands out the file's tensors by name and shape, remembering which were taken: a tensor
@@ -76,7 +73,7 @@ class TensorTaker {
     m.rows = rows;
     m.cols = cols;
     m.name = name;
-    if (pack) to_pack_.push_back({name, &m, t.data, t.source, t.source_type, t.source_row});
+    if (pack) to_pack_.push_back({name, &m, &t});
     return t;
   }
 
@@ -112,7 +109,7 @@ class TensorTaker {
 // it is packed, which keeps the peak near one copy of the weights (pack_all drops the file's
 // pages as it goes).
 void release_copy(Model::Impl& m, const ToPack& p) {
-  if (p.m != &m.tok_embd || m.embd_rows.gguf_type) m.file->release(p.stored);
+  if (p.m != &m.tok_embd || p.t->source) m.file->release(p.t->data);
 }
 
 // One matrix at a time, in blocks of rows of about 16 MiB, each block's rows split across the
@@ -129,21 +126,22 @@ void pack_all(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& pool)
     x->packed.resize(kernels::packed_size(x->type, x->rows, x->cols), Pages::Huge);
     const auto rb = int64_t(kernels::row_bytes(x->type, x->cols));
     const int64_t block = std::max(tile, (int64_t(16) << 20) / rb / tile * tile);
-    const bool rewrite = !tp.stored;
-    const uint64_t in_row = rewrite ? tp.source_row : uint64_t(rb);
-    const uint8_t* in = rewrite ? tp.source : tp.stored;
+    const TensorView& t = *tp.t;
+    const bool rewrite = !t.data;
+    const uint64_t in_row = rewrite ? t.source_row : uint64_t(rb);
+    const uint8_t* in = rewrite ? t.source : t.data;
     if (rewrite && rows.size() < size_t(std::min(block, x->rows) * rb))
       rows.resize(size_t(std::min(block, x->rows) * rb));
     for (int64_t b0 = 0; b0 < x->rows; b0 += block) {
       const int64_t n = std::min(block, x->rows - b0);
-      const uint8_t* src = rewrite ? rows.data() : tp.stored + b0 * rb;
+      const uint8_t* src = rewrite ? rows.data() : t.data + b0 * rb;
       // b0 is a multiple of the row tile: the block packs as a matrix of its own
       uint8_t* dst = x->packed.data() + kernels::packed_size(x->type, b0, x->cols);
       pool.run([&](int ti) {
         auto [r0, r1] = split_range(n, ti, pool.size(), tile);
         if (r0 >= r1) return;
         if (rewrite)
-          gguf_rewrite_rows(tp.source_type, in + uint64_t(b0 + r0) * in_row, in_row, x->cols,
+          gguf_rewrite_rows(t.source_type, in + uint64_t(b0 + r0) * in_row, in_row, x->cols,
                             r1 - r0, rows.data() + r0 * rb);
         kernels::pack(x->type, src, n, x->cols, r0, r1, dst);
       });
