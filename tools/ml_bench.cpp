@@ -176,12 +176,13 @@ double read_bandwidth(int mib, int threads, int reps) {
 }
 
 // What one decode step at context position `pos` reads from memory: every packed matrix (the
-// output projection included), each attention layer's keys and values up to `pos` (or its
-// window), and each DeltaNet layer's state, read and written back.
+// output projection included) but the experts it does not use (k of E in a MoE layer), each
+// attention layer's keys and values up to `pos` (or its window), and each DeltaNet layer's
+// state, read and written back.
 double bytes_per_token(const Model& m, KvType kv, double pos) {
   const ModelConfig& c = m.config();
   const double elem = kv == KvType::F32 ? 4 : kv == KvType::F16 ? 2 : 34.0 / 32;
-  double bytes = double(m.packed_bytes());
+  double bytes = double(m.active_packed_bytes());
   for (const LayerConfig& l : c.layers) {
     if (l.kind == LayerConfig::Kind::Linear) {
       bytes += 2.0 * 4 * c.lin_v_heads * c.lin_k_dim * c.lin_v_dim;

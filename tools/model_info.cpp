@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -18,8 +19,9 @@ using json = nlohmann::ordered_json;
 // (rope_dim, per-layer lists), so the dump shows what a run uses.
 json config_json(const ModelConfig& c) {
   std::vector<int> window;  // ModelConfig::layers as docs/format.md's per-layer lists
-  std::vector<bool> rope, rope_local, linear;
+  std::vector<bool> rope, rope_local, linear, moe;
   for (const LayerConfig& l : c.layers) {
+    moe.push_back(l.moe);
     window.push_back(l.window);
     rope.push_back(l.rope != LayerConfig::Rope::None);
     rope_local.push_back(l.rope == LayerConfig::Rope::Local);
@@ -67,6 +69,15 @@ json config_json(const ModelConfig& c) {
                         {"lin_conv", c.lin_conv}})
       j[k] = v;
   }
+  if (c.has_moe()) {
+    j["layer_moe"] = moe;
+    for (auto [k, v] : {std::pair{"n_experts", c.n_experts},
+                        {"n_experts_used", c.n_experts_used},
+                        {"expert_ffn_dim", c.expert_ffn_dim},
+                        {"shared_expert_ffn_dim", c.shared_expert_ffn_dim}})
+      j[k] = v;
+    j["norm_topk_prob"] = c.norm_topk_prob;
+  }
   return j;
 }
 
@@ -89,6 +100,9 @@ json info_json(const ModelFileInfo& info, const Tokenizer& tok) {
   j["tokenizer"] = tokenizer_json(tok);
   json tensors = json::array(), totals = json::object();
   uint64_t n_params = 0, weight_bytes = 0;
+  // A token reads k of the E experts of each 3-D expert tensor: the rest is inactive.
+  const ModelConfig* c = info.config ? &*info.config : nullptr;
+  uint64_t inactive_params = 0, inactive_bytes = 0;
   for (const auto& t : info.tensors) {
     uint64_t n = 1;
     for (int64_t d : t.shape) n *= uint64_t(d);
@@ -107,11 +121,20 @@ json info_json(const ModelFileInfo& info, const Tokenizer& tok) {
       n_params += n;
       weight_bytes += t.bytes;
     }
+    if (c && c->has_moe() && t.shape.size() == 3) {
+      const uint64_t idle = uint64_t(c->n_experts - c->n_experts_used);
+      inactive_params += n / uint64_t(c->n_experts) * idle;
+      inactive_bytes += t.bytes / uint64_t(c->n_experts) * idle;
+    }
   }
   j["tensors"] = tensors;
   j["totals"] = totals;
   j["n_params"] = n_params;
   j["weight_bytes"] = weight_bytes;
+  if (c && c->has_moe()) {  // what one token reads of the weights
+    j["n_active_params"] = n_params - inactive_params;
+    j["active_weight_bytes"] = weight_bytes - inactive_bytes;
+  }
   return j;
 }
 
@@ -154,7 +177,7 @@ void print_text(const json& j, const Tokenizer& tok) {
   if (j.contains("config")) {
     fmt::print("\nconfig\n");
     for (const auto& [k, v] : j["config"].items())
-      fmt::print("  {:<18} {}\n", k, value_text(k, v, tok));
+      fmt::print("  {:<21} {}\n", k, value_text(k, v, tok));
   }
   const json& t = j["tokenizer"];
   fmt::print("\ntokenizer   {}, {} tokens ({} added, {} special); bos {}, eos {}\n",
@@ -183,6 +206,16 @@ void print_text(const json& j, const Tokenizer& tok) {
       "tokenizer files\n",
       j["n_params"].get<uint64_t>(), j["n_params"].get<uint64_t>() / 1e6,
       j["weight_bytes"].get<uint64_t>(), mib(j["weight_bytes"].get<uint64_t>()));
+  if (j.contains("n_active_params")) {
+    const auto& c = j["config"];
+    fmt::print(
+        "  active per token: {} parameters ({:.2f} M), {} bytes ({}): {} of {} experts in {} "
+        "layers\n",
+        j["n_active_params"].get<uint64_t>(), j["n_active_params"].get<uint64_t>() / 1e6,
+        j["active_weight_bytes"].get<uint64_t>(), mib(j["active_weight_bytes"].get<uint64_t>()),
+        c["n_experts_used"].get<int>(), c["n_experts"].get<int>(),
+        std::count(c["layer_moe"].begin(), c["layer_moe"].end(), true));
+  }
 }
 
 }  // namespace

@@ -22,20 +22,22 @@ struct LayerConfig {
     Local,   // rope_freqs_local (Gemma 3's sliding-window layers)
   };
   Kind kind = Kind::Attention;
-  int window = 0;  // sliding window: a query sees keys at distance < window; 0: full attention
+  bool moe = false;  // the MLP is a Mixture-of-Experts block (ModelConfig::n_experts...)
+  int window = 0;    // sliding window: a query sees keys at distance < window; 0: full attention
   Rope rope = Rope::Global;
 };
 
 // The normalized configuration of docs/format.md ("config" in the metadata).
 struct ModelConfig {
-  std::string arch;  // llama, mistral, qwen2, qwen3, smollm3, gemma2, gemma3, qwen3_5
+  std::string arch;  // llama, mistral, qwen2, qwen3, smollm3, gemma2, gemma3, qwen3_5, qwen3_moe,
+                     // qwen3_5_moe
   int n_vocab = 0;
   int dim = 0;
   int n_layers = 0;
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
-  int ffn_dim = 0;
+  int ffn_dim = 0;  // the dense MLP's; 0 when every layer is a MoE layer
   float norm_eps = 1e-5f;
   std::vector<float> rope_freqs;  // [rope_dim/2] inverse frequencies, scaling applied
   int rope_dim = 0;               // rotated dims at the start of each head (Qwen3.5: 1/4)
@@ -58,9 +60,16 @@ struct ModelConfig {
   bool attn_gate = false;               // Qwen3.5: attention output times sigmoid(gate projection)
   // The shape of Qwen3.5's Gated DeltaNet layers (LayerConfig::Kind::Linear).
   int lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, lin_conv = 0;
+  // The Mixture-of-Experts layers' shape (LayerConfig::moe): E experts of which each token
+  // uses k, each of intermediate size expert_ffn_dim; with shared_expert_ffn_dim > 0 a shared
+  // expert every token uses (Qwen3.5-MoE).
+  int n_experts = 0, n_experts_used = 0, expert_ffn_dim = 0, shared_expert_ffn_dim = 0;
+  bool norm_topk_prob = false;      // the k routing weights are divided by their sum
   std::vector<LayerConfig> layers;  // [n_layers], from the per-layer lists and their defaults
 
   bool has_linear() const;
+  bool has_moe() const;
+  int n_moe_layers() const;
   int n_attn_layers() const;  // layers with a KV cache
   int64_t lin_conv_dim() const {
     return int64_t{2} * lin_k_heads * lin_k_dim + int64_t{lin_v_heads} * lin_v_dim;
@@ -88,6 +97,9 @@ class Model {
   const Tokenizer& tokenizer() const;
   std::string describe() const;  // one line: arch, size, weight types
   uint64_t packed_bytes() const;
+  // What one token's forward reads of them: all but the experts a token does not use (k of E
+  // in each Mixture-of-Experts layer); packed_bytes() for a dense model.
+  uint64_t active_packed_bytes() const;
   const std::string& load_note() const;  // what the pack cache did ("" without one)
 
   struct Impl;  // the weights as the forward pass sees them (src/model/model_impl.h)

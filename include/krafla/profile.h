@@ -21,6 +21,7 @@ enum class Op : int {
   MatDeltaOut,  // DeltaNet's output projection
   MatGateUp,    // the MLP's gate and up projections with its SwiGLU / GeGLU (fused)
   MatDown,      // the MLP's down projection
+  MoeRoute,     // a Mixture-of-Experts layer's router, top-k, gathering and weighted sum
   Residual,     // residual adds (and Gemma's post-norms)
   MatOutput,    // the output (logits) projection
   Sampling,     // the sampler

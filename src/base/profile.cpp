@@ -15,9 +15,9 @@ double Profile::total() const { return std::accumulate(seconds.begin(), seconds.
 
 const char* Profile::name(Op op) {
   static const char* const kNames[] = {
-      "embedding",       "rmsnorm",         "matmul q/k/v",  "rope + kv store",  "attention",
-      "matmul attn out", "matmul delta in", "delta rule",    "matmul delta out", "gate/up + act",
-      "matmul down",     "residual",        "matmul output", "sampling"};
+      "embedding",       "rmsnorm",         "matmul q/k/v", "rope + kv store",  "attention",
+      "matmul attn out", "matmul delta in", "delta rule",   "matmul delta out", "gate/up + act",
+      "matmul down",     "moe routing",     "residual",     "matmul output",    "sampling"};
   static_assert(std::size(kNames) == size_t(Op::Count));
   return kNames[size_t(op)];
 }

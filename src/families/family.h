@@ -28,6 +28,7 @@ struct Family {
   const char* arch;            // the .mlb config's "arch" (docs/format.md)
   const char* gguf_arch = "";  // llama.cpp's general.architecture; "": none of its own
   bool linear_layers = false;  // may hold Gated DeltaNet layers (config "layer_linear")
+  bool moe_layers = false;     // may hold Mixture-of-Experts layers (config "layer_moe")
   // GGUF: llama.cpp's converter permuted the q/k rows of each head into interleaved pairs
   // (LLAMA_ROPE_TYPE_NORM); the import puts them back in rotate_half's order.
   bool interleaved_qk = false;

@@ -7,11 +7,12 @@
 
 namespace krafla {
 
-extern const Family kLlama, kMistral, kQwen2, kQwen3, kSmolLM3, kGemma2, kGemma3, kQwen35;
+extern const Family kLlama, kMistral, kQwen2, kQwen3, kSmolLM3, kGemma2, kGemma3, kQwen35,
+    kQwen3Moe, kQwen35Moe;
 
 namespace {
-constexpr const Family* kFamilies[] = {&kLlama,   &kMistral, &kQwen2,  &kQwen3,
-                                       &kSmolLM3, &kGemma2,  &kGemma3, &kQwen35};
+constexpr const Family* kFamilies[] = {&kLlama,  &kMistral, &kQwen2,  &kQwen3,    &kSmolLM3,
+                                       &kGemma2, &kGemma3,  &kQwen35, &kQwen3Moe, &kQwen35Moe};
 }  // namespace
 
 std::span<const Family* const> families() { return kFamilies; }

@@ -144,13 +144,18 @@ void ModelFile::parse() {
       if (dt == d.name && !gguf_only(d.type)) di = &d;
     if (!di) tfail(fmt::format("unknown dtype '{}'", dt));
     v.dtype = di->type;
-    if (!t["shape"].is_array() || t["shape"].empty() || t["shape"].size() > 2)
-      tfail("'shape' must be an array of 1 or 2 dimensions");
+    if (!t["shape"].is_array() || t["shape"].empty() || t["shape"].size() > 3)
+      tfail("'shape' must be an array of 1 to 3 dimensions");
     for (const auto& d : t["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() <= 0)
         tfail(fmt::format("bad dimension {} in shape", d.dump()));
       if (d.get<int64_t>() > (int64_t{1} << 40)) tfail("dimension too large");
       v.shape.push_back(d.get<int64_t>());
+    }
+    // (the sizes below multiply the dimensions: at most 2^48 elements)
+    for (int64_t elems = 1; int64_t dim : v.shape) {
+      if (dim > (int64_t{1} << 48) / elems) tfail("too many elements");
+      elems *= dim;
     }
     if (!t["offset"].is_number_unsigned() || !t["size"].is_number_unsigned())
       tfail("'offset' and 'size' must be non-negative integers");

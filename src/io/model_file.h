@@ -25,7 +25,8 @@ std::pair<int64_t, int64_t> dtype_block(DType t);
 struct TensorView {
   std::string name;
   DType dtype;
-  std::vector<int64_t> shape;  // [rows, cols] for matrices, [n] for vectors
+  std::vector<int64_t> shape;  // [rows, cols] for matrices, [n] for vectors, [E, rows, cols]
+                               // for E experts' matrices (stored one after another)
   const uint8_t* data;  // inside the mapping (64-byte aligned in a .mlb, 32 in a GGUF) or owned
   uint64_t offset;      // of data, from the file's data_offset (docs/format.md)
   uint64_t size;        // bytes
@@ -38,7 +39,11 @@ struct TensorView {
   const uint8_t* source = nullptr;
   uint32_t source_type = 0;
   uint64_t source_row = 0;
-  int64_t rows() const { return shape.size() == 2 ? shape[0] : 1; }
+  int64_t rows() const {  // all but the last dimension: the rows of all the matrices
+    int64_t r = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) r *= shape[i];
+    return r;
+  }
   int64_t cols() const { return shape.back(); }
 };
 

@@ -25,7 +25,7 @@ using nlohmann::json;
 struct RawConfig {
   ModelConfig cfg;
   std::vector<int> layer_window;
-  std::vector<bool> layer_rope, layer_rope_local, layer_linear;
+  std::vector<bool> layer_rope, layer_rope_local, layer_linear, layer_moe;
 };
 
 template <typename T>
@@ -129,6 +129,12 @@ const Key kKeys[] = {
     {"lin_k_dim", kOptional, into<&ModelConfig::lin_k_dim>},
     {"lin_v_dim", kOptional, into<&ModelConfig::lin_v_dim>},
     {"lin_conv", kOptional, into<&ModelConfig::lin_conv>},
+    {"layer_moe", kOptional, into<&RawConfig::layer_moe>},
+    {"n_experts", kOptional, into<&ModelConfig::n_experts>},
+    {"n_experts_used", kOptional, into<&ModelConfig::n_experts_used>},
+    {"expert_ffn_dim", kOptional, into<&ModelConfig::expert_ffn_dim>},
+    {"norm_topk_prob", kOptional, into<&ModelConfig::norm_topk_prob>},
+    {"shared_expert_ffn_dim", kOptional, into<&ModelConfig::shared_expert_ffn_dim>},
 };
 
 RawConfig read_config(const json& c, const std::string& path) {
@@ -168,7 +174,7 @@ void validate_shape(ModelConfig& m, const std::string& path) {
   // clang-format off
   check_sizes(path, {{"n_vocab", m.n_vocab}, {"dim", m.dim}, {"n_layers", m.n_layers},
                      {"n_heads", m.n_heads}, {"n_kv_heads", m.n_kv_heads},
-                     {"head_dim", m.head_dim}, {"ffn_dim", m.ffn_dim}, {"max_ctx", m.max_ctx}},
+                     {"head_dim", m.head_dim}, {"max_ctx", m.max_ctx}},
               1 << 24);
   // clang-format on
   if (m.n_heads % m.n_kv_heads != 0)
@@ -207,11 +213,14 @@ void validate_layers(RawConfig& r, const std::string& path) {
   if (r.layer_linear.empty()) r.layer_linear.assign(n, false);
   check_size("layer_linear", r.layer_linear.size());
   check_size("layer_rope", r.layer_rope.size());
+  if (r.layer_moe.empty()) r.layer_moe.assign(n, false);
+  check_size("layer_moe", r.layer_moe.size());
 
   m.layers.resize(n);
   for (size_t l = 0; l < n; ++l) {
     LayerConfig& L = m.layers[l];
     L.kind = r.layer_linear[l] ? LayerConfig::Kind::Linear : LayerConfig::Kind::Attention;
+    L.moe = r.layer_moe[l];
     L.window = r.layer_window[l];
     L.rope = !r.layer_rope[l]        ? LayerConfig::Rope::None
              : r.layer_rope_local[l] ? LayerConfig::Rope::Local
@@ -233,6 +242,26 @@ void validate_linear(const ModelConfig& m, const std::string& path) {
   if (m.lin_v_heads % m.lin_k_heads != 0)
     bad(path, "lin_v_heads",
         fmt::format("= {} is not a multiple of lin_k_heads = {}", m.lin_v_heads, m.lin_k_heads));
+}
+
+// The MLPs: the dense one's size wherever a layer has one, the experts' shape when the model
+// has MoE layers.
+void validate_mlp(const ModelConfig& m, const std::string& path) {
+  if (m.n_moe_layers() < m.n_layers || m.ffn_dim != 0)
+    check_sizes(path, {{"ffn_dim", m.ffn_dim}}, 1 << 24);
+  if (!m.has_moe()) return;
+  if (!find_family(m.arch)->moe_layers)
+    bad(path, "layer_moe", fmt::format("marks Mixture-of-Experts layers in a {} model", m.arch));
+  // clang-format off
+  check_sizes(path, {{"n_experts", m.n_experts}, {"n_experts_used", m.n_experts_used},
+                     {"expert_ffn_dim", m.expert_ffn_dim}}, 1 << 16);
+  // clang-format on
+  if (m.n_experts_used > m.n_experts)
+    bad(path, "n_experts_used",
+        fmt::format("= {} is more than n_experts = {}", m.n_experts_used, m.n_experts));
+  if (m.shared_expert_ffn_dim < 0 || m.shared_expert_ffn_dim > (1 << 24))
+    bad(path, "shared_expert_ffn_dim",
+        fmt::format("= {} is out of range", m.shared_expert_ffn_dim));
 }
 
 // Scales, caps and token ids.
@@ -257,6 +286,7 @@ ModelConfig parse_config(const nlohmann::json& meta, const std::string& path) {
   validate_shape(r.cfg, path);
   validate_layers(r, path);
   validate_linear(r.cfg, path);
+  validate_mlp(r.cfg, path);
   validate_scalars(r.cfg, path);
   return std::move(r.cfg);
 }
@@ -264,6 +294,13 @@ ModelConfig parse_config(const nlohmann::json& meta, const std::string& path) {
 bool ModelConfig::has_linear() const {
   return std::any_of(layers.begin(), layers.end(),
                      [](const LayerConfig& l) { return l.kind == LayerConfig::Kind::Linear; });
+}
+
+bool ModelConfig::has_moe() const { return n_moe_layers() > 0; }
+
+int ModelConfig::n_moe_layers() const {
+  return int(
+      std::count_if(layers.begin(), layers.end(), [](const LayerConfig& l) { return l.moe; }));
 }
 
 int ModelConfig::n_attn_layers() const {

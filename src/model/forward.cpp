@@ -14,8 +14,8 @@ namespace K = kernels;
 
 namespace {
 int64_t max_matmul_cols(const ModelConfig& c) {
-  return std::max<int64_t>(
-      {c.dim, int64_t{c.n_heads} * c.head_dim, c.ffn_dim, int64_t{c.lin_v_heads} * c.lin_v_dim});
+  return std::max<int64_t>({c.dim, int64_t{c.n_heads} * c.head_dim, c.ffn_dim,
+                            int64_t{c.lin_v_heads} * c.lin_v_dim, c.shared_expert_ffn_dim});
 }
 }  // namespace
 
@@ -29,6 +29,7 @@ Forward::Forward(const Model::Impl& model, ThreadPool& pool, int n_ctx, int n_ba
       mm_(pool, n_batch, max_matmul_cols(model.cfg)),
       attention_(model.cfg, n_ctx, n_batch, mm_) {
   if (c_.has_linear()) delta_ = std::make_unique<delta::Block>(c_, n_batch, mm_, delta_chunk);
+  if (c_.has_moe()) moe_ = std::make_unique<moe::Block>(c_, n_batch, mm_);
   const size_t B = n_batch;
   x_.resize(B * c_.dim * sizeof(float));
   h_.resize(B * c_.dim * sizeof(float));
@@ -64,7 +65,7 @@ void Forward::run(std::span<const SeqRows> segs, const int32_t* tokens, float* l
     mix(b, l);
     residual(L.attn_post_norm, n);
     norm(L.ffn_norm, n);
-    mlp(L, n);
+    mlp(L, l, n);
     residual(L.ffn_post_norm, n);
   }
   output(segs, logits);
@@ -98,7 +99,11 @@ void Forward::mix(const BatchLayout& b, int layer) {
   }
 }
 
-void Forward::mlp(const LayerWeights& L, int n) {
+void Forward::mlp(const LayerWeights& L, int layer, int n) {
+  if (c_.layers[layer].moe) {
+    moe_->run(L.moe, h_.data<float>(), n, tmp_.data<float>());
+    return;
+  }
   const int64_t ffn = c_.ffn_dim;
   float* gate = gate_.data<float>();
   const float* up = up_.data<float>();

@@ -1,10 +1,11 @@
-// The forward pass of every family (Llama 2/3, Mistral, Qwen2/3, SmolLM2/3, Gemma 2/3, Qwen3.5):
+// The forward pass of every family (Llama 2/3, Mistral, Qwen2/3, SmolLM2/3, Gemma 2/3, Qwen3.5,
+// Qwen3-MoE, Qwen3.5-MoE):
 // embed → blocks (RMSNorm, GQA attention with RoPE — or a Gated DeltaNet layer on Qwen3.5 —
-// then the MLP) → norm → logits, over a batch of tokens of one or several sequences. The
-// sequences' KV caches and DeltaNet states (SequenceState) are passed in: Forward holds only
-// per-batch scratch. Every step but the token mixing works row by row, and the matmul kernels
-// give each row the same bits whatever the batch holds, so a sequence's logits do not depend
-// on what else shares its batch.
+// then the MLP or a Mixture-of-Experts block) → norm → logits, over a batch of tokens of one or
+// several sequences. The sequences' KV caches and DeltaNet states (SequenceState) are passed in:
+// Forward holds only per-batch scratch. Every step but the token mixing works row by row, and the
+// matmul kernels give each row the same bits whatever the batch holds, so a sequence's logits do
+// not depend on what else shares its batch.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "ops/attention.h"
 #include "ops/delta.h"
 #include "ops/matmul.h"
+#include "ops/moe.h"
 #include "state/sequence.h"
 
 namespace krafla {
@@ -47,11 +49,12 @@ class Forward {
 
  private:
   // The steps of run(), in the order of the model card. Rows are tokens of the batch.
-  void embed(const int32_t* tokens, int n);      // x_ = embedding rows (× embd_scale)
-  void norm(const float* w, int n);              // h_ = rmsnorm(x_) · w
-  void mix(const BatchLayout& b, int layer);     // tmp_ = attention or DeltaNet (h_)
-  void mlp(const LayerWeights& L, int n);        // tmp_ = down(act(gate(h_)) · up(h_))
-  void residual(const float* post_norm, int n);  // x_ += rmsnorm(tmp_) · post_norm, or tmp_
+  void embed(const int32_t* tokens, int n);           // x_ = embedding rows (× embd_scale)
+  void norm(const float* w, int n);                   // h_ = rmsnorm(x_) · w
+  void mix(const BatchLayout& b, int layer);          // tmp_ = attention or DeltaNet (h_)
+  void mlp(const LayerWeights& L, int layer, int n);  // tmp_ = down(act(gate(h_)) · up(h_)),
+                                                      // or the experts' sum on MoE layers
+  void residual(const float* post_norm, int n);       // x_ += rmsnorm(tmp_) · post_norm, or tmp_
   void output(std::span<const SeqRows> segs, float* logits);  // logits of the final norm of x_
 
   const Model::Impl& m_;
@@ -61,6 +64,7 @@ class Forward {
   Matmuls mm_;
   AttentionBlock attention_;
   std::unique_ptr<delta::Block> delta_;         // with DeltaNet layers
+  std::unique_ptr<moe::Block> moe_;             // with MoE layers
   std::vector<delta::Block::Rows> delta_rows_;  // this run's sequences, for delta_
   AlignedBuffer x_, h_, tmp_;  // (batch, dim): residual stream, normed input, block output
   AlignedBuffer gate_, up_;    // (batch, ffn_dim)

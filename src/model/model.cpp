@@ -2,6 +2,7 @@
 // this build's kernels, in parallel.
 #include <fmt/format.h>
 
+#include <deque>
 #include <set>
 #include <thread>
 
@@ -50,6 +51,7 @@ struct ToPack {
   std::string name;
   Matrix* m;
   const TensorView* t;
+  const TensorView* whole = nullptr;  // an expert's matrix: the 3-D tensor, on the last one
 };
 
 // Hands out the file's tensors by name and shape, remembering which were taken: a tensor
@@ -77,6 +79,32 @@ class TensorTaker {
     return t;
   }
 
+  // Takes the 3-D tensor `name` [E, rows, cols] as E matrices (docs/format.md: each stored
+  // as a 2-D one would be, one after another), each listed for packing as "<name>.<e>".
+  void experts(std::vector<Matrix>& ms, const std::string& name, int64_t E, int64_t rows,
+               int64_t cols) {
+    const TensorView& t = take(name, {E, rows, cols});
+    const WType type = matrix_type(t, f_.path());
+    const uint64_t bytes = t.size / uint64_t(E);
+    const uint64_t src_bytes = uint64_t(rows) * t.source_row;
+    ms.resize(size_t(E));
+    for (int64_t e = 0; e < E; ++e) {
+      Matrix& m = ms[size_t(e)];
+      m.type = type;
+      m.rows = rows;
+      m.cols = cols;
+      m.name = fmt::format("{}.{}", name, e);
+      TensorView& v = slices_.emplace_back(t);
+      v.name = m.name;
+      v.shape = {rows, cols};
+      v.size = bytes;
+      v.offset += e * bytes;
+      if (v.data) v.data += e * bytes;
+      if (v.source) v.source += e * src_bytes;
+      to_pack_.push_back({m.name, &m, &v, e + 1 == E ? &t : nullptr});
+    }
+  }
+
   void check_all_taken(const std::string& arch) const {
     for (const auto& t : f_.tensors())
       if (t.dtype != DType::Bytes && !used_.count(t.name))
@@ -102,6 +130,7 @@ class TensorTaker {
   const ModelFile& f_;
   std::set<std::string> used_;
   std::vector<ToPack> to_pack_;
+  std::deque<TensorView> slices_;  // the experts' matrices of the 3-D tensors
 };
 
 // Only the embedding is read unpacked (row lookups), and from the file's own bytes when the
@@ -110,6 +139,7 @@ class TensorTaker {
 // pages as it goes).
 void release_copy(Model::Impl& m, const ToPack& p) {
   if (p.m != &m.tok_embd || p.t->source) m.file->release(p.t->data);
+  if (p.whole) m.file->release(p.whole->data);
 }
 
 // One matrix at a time, in blocks of rows of about 16 MiB, each block's rows split across the
@@ -205,6 +235,22 @@ void load_delta_layer(TensorTaker& take, const ModelConfig& c, const std::string
       L.ssm.conv_t[size_t(j) * conv_dim + ch] = w[ch * c.lin_conv + j];
 }
 
+// A Mixture-of-Experts layer's tensors (docs/format.md).
+void load_moe_layer(TensorTaker& take, const ModelConfig& c, const std::string& p,
+                    moe::Weights& w) {
+  const int64_t E = c.n_experts, I = c.expert_ffn_dim, Is = c.shared_expert_ffn_dim;
+  take.matrix(w.router, p + "ffn_gate_inp", E, c.dim);
+  take.experts(w.gate, p + "ffn_gate_exps", E, I, c.dim);
+  take.experts(w.up, p + "ffn_up_exps", E, I, c.dim);
+  take.experts(w.down, p + "ffn_down_exps", E, c.dim, I);
+  if (Is > 0) {
+    take.matrix(w.shared_router, p + "ffn_gate_inp_shexp", 1, c.dim);
+    take.matrix(w.shared_gate, p + "ffn_gate_shexp", Is, c.dim);
+    take.matrix(w.shared_up, p + "ffn_up_shexp", Is, c.dim);
+    take.matrix(w.shared_down, p + "ffn_down_shexp", c.dim, Is);
+  }
+}
+
 // One block's tensors (docs/format.md), in the order the pack cache lists them.
 void load_layer(TensorTaker& take, const ModelConfig& c, int i, LayerWeights& L) {
   const std::string p = fmt::format("blk.{}.", i);
@@ -212,9 +258,13 @@ void load_layer(TensorTaker& take, const ModelConfig& c, int i, LayerWeights& L)
   const int64_t kv_rows = int64_t{c.n_kv_heads} * c.head_dim;
   L.attn_norm = take.vec_f32(p + "attn_norm", c.dim);
   L.ffn_norm = take.vec_f32(p + "ffn_norm", c.dim);
-  take.matrix(L.gate, p + "ffn_gate", c.ffn_dim, c.dim);
-  take.matrix(L.up, p + "ffn_up", c.ffn_dim, c.dim);
-  take.matrix(L.down, p + "ffn_down", c.dim, c.ffn_dim);
+  if (c.layers[i].moe) {
+    load_moe_layer(take, c, p, L.moe);
+  } else {
+    take.matrix(L.gate, p + "ffn_gate", c.ffn_dim, c.dim);
+    take.matrix(L.up, p + "ffn_up", c.ffn_dim, c.dim);
+    take.matrix(L.down, p + "ffn_down", c.dim, c.ffn_dim);
+  }
   if (c.layers[i].kind == LayerConfig::Kind::Linear) {
     load_delta_layer(take, c, p, L);
     return;
@@ -256,20 +306,32 @@ const std::string& Model::path() const { return impl_->file->path(); }
 const ModelConfig& Model::config() const { return impl_->cfg; }
 const Tokenizer& Model::tokenizer() const { return *impl_->tok; }
 uint64_t Model::packed_bytes() const { return impl_->packed_bytes; }
+uint64_t Model::active_packed_bytes() const {
+  return impl_->packed_bytes - impl_->idle_expert_bytes;
+}
 const std::string& Model::load_note() const { return impl_->load_note; }
 
 std::string Model::describe() const {
   const auto& c = impl_->cfg;
   const auto& l0 = impl_->layers.at(0);
   const Matrix& attn = c.layers[0].kind == LayerConfig::Kind::Linear ? l0.ssm.qkv : l0.attn.wq;
+  const Matrix& ffn = c.layers[0].moe ? l0.moe.gate.at(0) : l0.gate;
+  const std::string mlp =
+      c.has_moe()
+          ? fmt::format("{} experts ({} active, ffn {}{}){}", c.n_experts, c.n_experts_used,
+                        c.expert_ffn_dim,
+                        c.shared_expert_ffn_dim
+                            ? fmt::format(", shared ffn {}", c.shared_expert_ffn_dim)
+                            : "",
+                        c.n_moe_layers() < c.n_layers ? fmt::format(", ffn {}", c.ffn_dim) : "")
+          : fmt::format("ffn {}", c.ffn_dim);
   return fmt::format(
-      "{}: {} layers{}, dim {}, {} heads ({} kv, head_dim {}), ffn {}, vocab {}, "
+      "{}: {} layers{}, dim {}, {} heads ({} kv, head_dim {}), {}, vocab {}, "
       "weights {} (ffn) / {} (attn), {:.1f} MiB packed",
       c.arch, c.n_layers,
       c.has_linear() ? fmt::format(" ({} DeltaNet)", c.n_layers - c.n_attn_layers()) : "", c.dim,
-      c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim, c.n_vocab,
-      kernels::kWTypeNames[int(l0.gate.type)], kernels::kWTypeNames[int(attn.type)],
-      impl_->packed_bytes / 1048576.0);
+      c.n_heads, c.n_kv_heads, c.head_dim, mlp, c.n_vocab, kernels::kWTypeNames[int(ffn.type)],
+      kernels::kWTypeNames[int(attn.type)], impl_->packed_bytes / 1048576.0);
 }
 
 static Tokenizer tokenizer_from(const ModelFile& f) {
@@ -353,6 +415,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, const LoadOptions& o
   pack_or_map(*m, to_pack, pool, opts.pack_cache_dir);
   for (const ToPack& p : to_pack)
     m->packed_bytes += kernels::packed_size(p.m->type, p.m->rows, p.m->cols);
+  for (int i = 0; i < c.n_layers; ++i)
+    if (c.layers[i].moe)
+      for (const auto* ms : {&m->layers[i].moe.gate, &m->layers[i].moe.up, &m->layers[i].moe.down})
+        m->idle_expert_bytes +=
+            uint64_t(c.n_experts - c.n_experts_used) *
+            kernels::packed_size(ms->front().type, ms->front().rows, ms->front().cols);
   return std::unique_ptr<Model>(new Model(std::move(m)));
 }
 

@@ -12,11 +12,12 @@
 #include "ops/attention.h"
 #include "ops/delta.h"
 #include "ops/matmul.h"
+#include "ops/moe.h"
 
 namespace krafla {
 
-// One block's weights: the token mixer (attention or DeltaNet, by LayerConfig::kind), the MLP,
-// and the norms around them.
+// One block's weights: the token mixer (attention or DeltaNet, by LayerConfig::kind), the MLP
+// (dense, or Mixture-of-Experts by LayerConfig::moe), and the norms around them.
 struct LayerWeights {
   const float* attn_norm;                 // (dim)
   AttentionWeights attn;                  // attention layers
@@ -25,6 +26,7 @@ struct LayerWeights {
   const float* ffn_norm;                  // (dim)
   Matrix gate, up;                        // (ffn_dim, dim)
   Matrix down;                            // (dim, ffn_dim)
+  moe::Weights moe;                       // instead of gate/up/down on MoE layers
   const float* ffn_post_norm = nullptr;   // (dim) with post_norms
 };
 
@@ -49,6 +51,7 @@ struct Model::Impl {
   Matrix output;             // (n_vocab, dim), or empty when tied (then tok_embd is used)
   std::vector<LayerWeights> layers;
   uint64_t packed_bytes = 0;
+  uint64_t idle_expert_bytes = 0;         // per token: the packed experts it does not use
   std::unique_ptr<PackCache> pack_cache;  // mapped when --pack-cache found a valid file
   std::string load_note;                  // what the pack cache did, for the executables
 

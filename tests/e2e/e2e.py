@@ -30,10 +30,12 @@ from e2e_common import (
     LIMITS,
     MODELS,
     PY,
+    QUANT_REF,
     QUANTS,
     SRC,
     Target,
     corrupt_variants,
+    moe_variants,
     one_line_errors,
     ml_run,
     ml_run_logits,
@@ -101,6 +103,12 @@ def make_model(a, model: str, args: list[str]) -> str:
     )
     for q in QUANTS:
         must(tool("convert.py") + [d, "-o", mlb(a.work, model, q), "--quant", q])
+        if model in QUANT_REF and q != "f32":
+            out = os.path.join(a.work, f"{model}-ref-{q}.npy")
+            must(
+                reference("ref_forward.py")
+                + [d, "--tokens", ids, "--out", out, "--quantized-weights", q, "--act-quant"]
+            )
     return f"made {model}"
 
 
@@ -124,13 +132,11 @@ def fixture_fingerprint(only: str | None) -> str:
 def case_logits(a, model: str, quant: str) -> None:
     out = os.path.join(a.scratch, f"{model}-{quant}-krafla.npy")
     ml_run_logits(a, model, quant, ["-t", "2"], out)
+    ref = (
+        f"{model}-ref-{quant}.npy" if model in QUANT_REF and quant != "f32" else f"{model}-ref.npy"
+    )
     r = must(
-        [
-            PY,
-            os.path.join(SRC, "tests", "e2e", "compare.py"),
-            os.path.join(a.work, f"{model}-ref.npy"),
-            out,
-        ]
+        [PY, os.path.join(SRC, "tests", "e2e", "compare.py"), os.path.join(a.work, ref), out]
         + LIMITS[quant]
     )
     print(r.stdout)
@@ -380,6 +386,8 @@ def case_badfiles(a) -> None:
     tok_ok = ("unknown-arch", "missing-tensor", "missing-config-key", "bad-heads")
     tok_ok += ("size-mismatch", "offset-past-end")
     failures = one_line_errors(a, corrupt_variants(good), bad_dir, ".mlb", tok_ok)
+    moe = moe_variants(open(mlb(a.work, "qwen3moe", "q8_0"), "rb").read())
+    failures += one_line_errors(a, moe, bad_dir, ".mlb", set(moe) - {"experts-4d"})
     # Bad token ids and bad arguments are bad input too.
     for args, word in (
         (["--tokens", "1,99999999", "--logits", os.path.join(bad_dir, "x.npy")], "vocabulary"),

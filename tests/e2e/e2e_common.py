@@ -64,7 +64,18 @@ MODELS = {
     # prompt's logits stay small, for the prompt-length cases (prefill across batch chunks).
     "qwen35": ["--arch", "qwen3.5", "--seed", "51"],
     "qwen35-long": ["--arch", "qwen3.5", "--seed", "52", "--vocab", "4096"],
+    # Issue 40: Qwen3-MoE (sparse layers around a dense one, per-expert checkpoint tensors) and
+    # Qwen3.5-MoE (a shared expert, fused expert tensors), routers with planted ties.
+    "qwen3moe": ["--arch", "qwen3_moe", "--close-router", "--seed", "61"],
+    "qwen35moe": ["--arch", "qwen3_5_moe", "--close-router", "--seed", "62"],
 }
+# Models whose quantized runs are compared with the reference run on the same quantized weights
+# and 8-bit activations ({model}-ref-{quant}.npy, ref_forward.py --act-quant): a router's near
+# tie (--close-router) is decided by quantization noise, so the F32 reference may pick another
+# expert where the quantized model rightly picks the one its weights favour (qwen3moe Q4_0
+# against F32: KL max 0.14; qwen35moe Q8_0 against its weights alone: 0.011, one position of
+# 40; against weights and activations: 3e-12).
+QUANT_REF = {"qwen3moe", "qwen35moe"}
 PROMPT_LEN = {"qwen35-long": 600}  # tokens of the reference prompt (default N_TOKENS)
 QUANTS = ["f32", "q8_0", "q4_0"]
 # Thresholds of issue 2. F32 is compared by the largest |Δ| relative to the largest |logit|
@@ -187,6 +198,46 @@ def corrupt_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
         ),
         "missing-config-key": (edit(lambda m: m["config"].pop("n_heads")), "n_heads"),
         "bad-heads": (edit(lambda m: m["config"].update(n_kv_heads=3)), "n_kv_heads"),
+    }
+
+
+def moe_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
+    """A Mixture-of-Experts .mlb's bad configs and expert tensors (name -> (bytes, word)), on
+    the qwen3moe model's 8 experts of 32 rows."""
+    json_size = struct.unpack_from("<Q", good, 16)[0]
+    meta = json.loads(good[24 : 24 + json_size])
+    data_off = (24 + json_size + 63) // 64 * 64
+
+    def edit(fn) -> bytes:
+        m = json.loads(json.dumps(meta))
+        fn(m)
+        js = json.dumps(m).encode()
+        head = b"KRAFLAMB" + struct.pack("<IIQ", 1, 0, len(js)) + js
+        return head + b"\0" * ((-len(head)) % 64) + good[data_off:]
+
+    def tensor(m: dict, name: str) -> dict:
+        return next(t for t in m["tensors"] if t["name"] == name)
+
+    return {
+        "zero-experts": (edit(lambda m: m["config"].update(n_experts=0)), "n_experts"),
+        "topk-over-experts": (
+            edit(lambda m: m["config"].update(n_experts_used=9)),
+            "n_experts_used",
+        ),
+        # the same bytes read as 4 experts of 64 rows
+        "expert-shape": (
+            edit(lambda m: tensor(m, "blk.0.ffn_up_exps").update(shape=[4, 64, 64])),
+            "shape",
+        ),
+        "experts-4d": (
+            edit(lambda m: tensor(m, "blk.0.ffn_up_exps").update(shape=[2, 4, 32, 64])),
+            "dimensions",
+        ),
+        "missing-router": (
+            edit(lambda m: m["tensors"].remove(tensor(m, "blk.2.ffn_gate_inp"))),
+            "missing",
+        ),
+        "moe-in-dense-arch": (edit(lambda m: m["config"].update(arch="qwen3")), "layer_moe"),
     }
 
 

@@ -175,14 +175,20 @@ def case_bench(a, model: str) -> None:
 
 def decode_bytes(meta: dict, pos: float, kv_bytes: float) -> float:
     """What one decode step at position pos reads, from the file's table and config: every 2-D
-    weight but an untied embedding (looked up by rows), each attention layer's keys and values
-    (up to its window), each DeltaNet layer's state read and written."""
+    weight but an untied embedding (looked up by rows), k of the E matrices of each 3-D expert
+    tensor, each attention layer's keys and values (up to its window), each DeltaNet layer's
+    state read and written."""
     c = meta["config"]
     tied = c.get("tie_embeddings", False)
     total = sum(
         t["size"]
         for t in meta["tensors"]
         if t["dtype"] != "bytes" and len(t["shape"]) == 2 and (t["name"] != "tok_embd" or tied)
+    )
+    total += sum(
+        t["size"] // t["shape"][0] * c["n_experts_used"]
+        for t in meta["tensors"]
+        if len(t["shape"]) == 3
     )
     linear = c.get("layer_linear", [False] * c["n_layers"])
     for i in range(c["n_layers"]):
@@ -300,6 +306,14 @@ def case_info(a, model: str) -> None:
         x["bytes"] += t["size"]
     assert info["totals"] == totals, (info["totals"], totals)
     assert info["n_params"] == sum(x["elements"] for d, x in totals.items() if d != "bytes")
+    if "layer_moe" in meta["config"]:  # a token reads k of the E experts' matrices
+        c = meta["config"]
+        idle = sum(
+            int(np.prod(t["shape"])) // c["n_experts"] * (c["n_experts"] - c["n_experts_used"])
+            for t in meta["tensors"]
+            if t["name"].endswith("_exps")
+        )
+        assert info["n_active_params"] == info["n_params"] - idle, (info["n_active_params"], idle)
     tj = json.loads(mlbfile.MlbReader(path).raw("tokenizer.json"))
     kind = "byte-level BPE" if (tj.get("decoder") or {}).get("type") == "ByteLevel" else None
     assert info["tokenizer"]["n_added"] == len(tj.get("added_tokens", [])), info["tokenizer"]

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from convert import quant
 from ref_common import Options, Weights, attend, causal_mask, cos_sin, inv_frequencies
 from ref_common import load_config, repeat_kv, rms_norm, rope, silu
 
@@ -70,19 +71,23 @@ def layer_schedule(cfg: dict[str, Any]) -> tuple[list[int], list[bool]]:
     return windows, use_rope
 
 
-# A layer's MLP: (weights, HF layer prefix, layer index, normed input [T, dim]) -> output
-Ffn = Callable[[Weights, str, int, np.ndarray], np.ndarray]
+# x W^T for the weight `name` (or its already loaded matrix w), as the forward runs it.
+Matmul = Callable[..., np.ndarray]
+# A layer's MLP: (weights, matmul, HF layer prefix, layer index, normed input [T, dim]) -> output
+Ffn = Callable[[Weights, Matmul, str, int, np.ndarray], np.ndarray]
 
 
-def swiglu(W: Weights, p: str, layer: int, x: np.ndarray) -> np.ndarray:
+def swiglu(W: Weights, mm: Matmul, p: str, layer: int, x: np.ndarray) -> np.ndarray:
     """The dense MLP: down(silu(gate(x)) * up(x))."""
-    g = x @ W(p + "mlp.gate_proj.weight").T
-    u = x @ W(p + "mlp.up_proj.weight").T
-    return (silu(g) * u) @ W(p + "mlp.down_proj.weight").T
+    g = mm(x, p + "mlp.gate_proj.weight")
+    u = mm(x, p + "mlp.up_proj.weight")
+    return mm(silu(g) * u, p + "mlp.down_proj.weight")
 
 
 def forward(d: str, tokens: list[int], opt: Options, ffn: Ffn = swiglu) -> np.ndarray:
-    """ffn: the MLP of each layer (ref_moe.py passes Qwen3-MoE's sparse blocks)."""
+    """ffn: the MLP of each layer (ref_moe.py passes Qwen3-MoE's sparse blocks).
+    opt.act_quant (with qtype q8_0/q4_0): the inputs of the quantized matmuls go through
+    quant.act_round_trip, as the runtime's 8-bit dot products see them."""
     cfg = load_config(d)
     dt = opt.dt
     W = opt.weights(d, "fit")
@@ -95,8 +100,14 @@ def forward(d: str, tokens: list[int], opt: Options, ffn: Ffn = swiglu) -> np.nd
     cos, sin = cos_sin(np.outer(np.arange(T, dtype=np.float64), inv), dt, attn_factor)
     windows, use_rope = layer_schedule(cfg)
 
+    def mm(x: np.ndarray, name: str, w: np.ndarray | None = None) -> np.ndarray:
+        w = W(name) if w is None else w
+        if opt.act_quant and W.wtype(name) in ("q8_0", "q4_0"):
+            x = quant.act_round_trip(x).astype(dt)
+        return x @ w.T
+
     def proj(x: np.ndarray, name: str, heads: int) -> np.ndarray:
-        y = x @ W(name + ".weight").T
+        y = mm(x, name + ".weight")
         if W.has(name + ".bias"):
             y = y + W(name + ".bias")
         return y.reshape(T, heads, hd).transpose(1, 0, 2)
@@ -117,12 +128,14 @@ def forward(d: str, tokens: list[int], opt: Options, ffn: Ffn = swiglu) -> np.nd
         k, v = repeat_kv(k, v, nh)
         s = q @ k.transpose(0, 2, 1) / np.sqrt(dt(hd))
         a = attend(s, causal_mask(T, windows[layer]), v)
-        h = h + a.transpose(1, 0, 2).reshape(T, nh * hd) @ W(p + "self_attn.o_proj.weight").T
+        h = h + mm(a.transpose(1, 0, 2).reshape(T, nh * hd), p + "self_attn.o_proj.weight")
         x = rms_norm(h, W(p + "post_attention_layernorm.weight"), eps)
-        h = h + ffn(W, p, layer, x)
+        h = h + ffn(W, mm, p, layer, x)
     x = rms_norm(h, W("model.norm.weight"), eps)
     tied = cfg.get("tie_word_embeddings", cfg["model_type"] == "smollm3")
-    out = emb if tied or not W.has("lm_head.weight") else W("lm_head.weight")
-    logits = (x @ out.T).astype(np.float32)
+    if tied or not W.has("lm_head.weight"):
+        logits = mm(x, "model.embed_tokens.weight", emb).astype(np.float32)
+    else:
+        logits = mm(x, "lm_head.weight").astype(np.float32)
     W.close()
     return logits

@@ -144,19 +144,21 @@ def forward(d: str, tokens: list[int], opt: Options) -> np.ndarray:
         n, k = cfg.get("num_experts", 128), cfg.get("num_experts_per_tok", 8)
         f, normalize = cfg.get("moe_intermediate_size", 768), cfg.get("norm_topk_prob", False)
 
-        def ffn(W: Weights, p: str, layer: int, x: np.ndarray) -> np.ndarray:
+        def ffn(W: Weights, mm: Callable, p: str, layer: int, x: np.ndarray) -> np.ndarray:
             if not sparse[layer]:
-                return ref_llama.swiglu(W, p, layer, x)
-            return moe_block(x, load_block(W, p, n, f), k, normalize)
+                return ref_llama.swiglu(W, mm, p, layer, x)
+            return moe_block(x, load_block(W, p, n, f), k, normalize, by_name(mm))
 
         return ref_llama.forward(d, tokens, opt, ffn)
     n, k = text.get("num_experts", 256), text.get("num_experts_per_tok", 8)
     f = text.get("moe_intermediate_size", 512)
 
     def ffn35(W: Weights, mm: Callable, p: str, layer: int, x: np.ndarray) -> np.ndarray:
-        def mm3(x: np.ndarray, w: np.ndarray, name: str) -> np.ndarray:
-            return mm(x, name, w)
-
-        return moe_block(x, load_block(W, p, n, f), k, True, mm3)
+        return moe_block(x, load_block(W, p, n, f), k, True, by_name(mm))
 
     return ref_qwen35.forward(d, tokens, opt, ffn35)
+
+
+def by_name(mm: Callable) -> Matmul:
+    """moe_block's matmul from the forward's mm(x, name, w) (act-quant by the name's class)."""
+    return lambda x, w, name: mm(x, name, w)
