@@ -1,12 +1,12 @@
 // Qwen3.5 (dense): gated attention with q/k norms on every full_attention_interval-th layer,
 // Gated DeltaNet ("linear attention") layers between, partial RoPE.
+#include "families/qwen35.h"
+
 #include <cstring>
 
 #include "base/aligned.h"
-#include "families/family.h"
 
 namespace krafla {
-namespace {
 
 using nlohmann::json;
 
@@ -14,7 +14,7 @@ using nlohmann::json;
 // on all but every full_attention_interval-th layer (or the attention.recurrent_layers list);
 // the multi-token-prediction blocks (nextn_predict_layers, after the others) are not run.
 // llama.cpp's DeltaNet has one head size for keys and values (ssm.state_size).
-void gguf_config(const GgufFile& g, const std::string& p, json& c) {
+void qwen35_gguf_config(const GgufFile& g, const std::string& p, json& c) {
   const int64_t all = c["n_layers"], n = all - g.integer(p + "nextn_predict_layers", 0);
   if (n <= 0) gguf_fail(g, fmt::format("{}nextn_predict_layers leaves no layers of {}", p, all));
   c["n_layers"] = n;
@@ -41,6 +41,8 @@ void gguf_config(const GgufFile& g, const std::string& p, json& c) {
   c["layer_linear"] = linear;
 }
 
+namespace {
+
 // llama.cpp stores Qwen3.5's value heads "tiled" (v·n_k + g for value head v of key head g) for
 // its broadcasts; Hugging Face and the .mlb group them (g·r + v, r = n_v / n_k). Moves the
 // chunks of `unit` bytes that make one head, the heads starting at byte `first`, `count`
@@ -61,9 +63,11 @@ int64_t qwen35_tiling(const json& c) {
   return nk <= 0 || nv == nk || nv % nk ? 0 : nv / nk;
 }
 
-// The Qwen3.5 matrices gguf_relayout reorders (below): attn_q, and the DeltaNet ones when
-// their value heads are tiled.
-bool gguf_reorders(const json& c, const std::string& leaf) {
+}  // namespace
+
+// The Qwen3.5 matrices qwen35_gguf_relayout reorders (below): attn_q, and the DeltaNet ones
+// when their value heads are tiled.
+bool qwen35_gguf_reorders(const json& c, const std::string& leaf) {
   if (leaf == "attn_q") return true;
   if (!qwen35_tiling(c)) return false;
   for (const char* l : {"ssm_qkv", "ssm_conv", "ssm_z", "ssm_beta", "ssm_alpha", "ssm_out"})
@@ -74,7 +78,7 @@ bool gguf_reorders(const json& c, const std::string& leaf) {
 // Qwen3.5's tensors that differ from the .mlb's layout: attn_q holds each head's query rows and
 // then its gate rows (split into attn_q and attn_gate), and the DeltaNet value-head tensors are
 // in tiled order (ungroup_heads). Returns false for a tensor to take as it is.
-bool gguf_relayout(const GgufFile& g, const json& c, TensorView v, GgufImport& m) {
+bool qwen35_gguf_relayout(const GgufFile& g, const json& c, TensorView v, GgufImport& m) {
   const std::string leaf = v.name.substr(v.name.rfind('.') + 1);
   const std::string prefix = v.name.substr(0, v.name.rfind('.') + 1);
   const uint64_t row_bytes = v.size / uint64_t(v.rows());
@@ -139,23 +143,12 @@ bool gguf_relayout(const GgufFile& g, const json& c, TensorView v, GgufImport& m
   return true;
 }
 
-// The norm before the MLP (not a sandwich norm) and the DeltaNet tensors' names.
-constexpr TensorRename kRenames[] = {
-    {".post_attention_norm.weight", ".ffn_norm"},
-    {".attn_qkv.weight", ".ssm_qkv"},
-    {".attn_gate.weight", ".ssm_z"},
-    {".ssm_conv1d.weight", ".ssm_conv"},
-    {".ssm_a", ".ssm_a"},
-};
-
-}  // namespace
-
 extern const Family kQwen35{.arch = "qwen3_5",
                             .gguf_arch = "qwen35",
                             .linear_layers = true,
-                            .gguf_config = gguf_config,
-                            .gguf_renames = kRenames,
-                            .gguf_reorders = gguf_reorders,
-                            .gguf_relayout = gguf_relayout};
+                            .gguf_config = qwen35_gguf_config,
+                            .gguf_renames = kQwen35Renames,
+                            .gguf_reorders = qwen35_gguf_reorders,
+                            .gguf_relayout = qwen35_gguf_relayout};
 
 }  // namespace krafla

@@ -163,7 +163,9 @@ json config_from(const GgufFile& g, const Family& f) {
   c["n_heads"] = n_heads;
   c["n_kv_heads"] = g.integer(p + "attention.head_count_kv", n_heads);
   c["head_dim"] = head_dim;
-  c["ffn_dim"] = g.integer(p + "feed_forward_length");
+  // (a model whose every layer is a MoE layer may have no dense MLP size)
+  c["ffn_dim"] =
+      f.moe_layers ? g.integer(p + "feed_forward_length", 0) : g.integer(p + "feed_forward_length");
   c["norm_eps"] = g.number(p + "attention.layer_norm_rms_epsilon");
   c["rope_freqs"] = rope_freqs(g, p, int(rope_dim));
   if (g.str(p + "rope.scaling.type", "none") == "yarn")
@@ -329,9 +331,10 @@ GgufImport import_gguf(const GgufFile& g) {
   for (const GgufTensor& t : g.tensors()) {
     const std::string name = mlb_name(g, t.name, f);
     if (name.empty() || beyond_layers(t.name, config["n_layers"])) continue;
-    if (t.shape.size() > 2)
-      gguf_fail(g, fmt::format("tensor '{}' has {} dimensions (1 or 2 expected)", t.name,
-                               t.shape.size()));
+    // 3-D: a MoE layer's experts, [E, rows, cols] (docs/format.md)
+    if (t.shape.size() > (f.moe_layers ? 3 : 2))
+      gguf_fail(g, fmt::format("tensor '{}' has {} dimensions ({} expected)", t.name,
+                               t.shape.size(), f.moe_layers ? "1 to 3" : "1 or 2"));
     TensorView v{name, dtype_of(g, t), t.shape, t.data, t.offset, t.size};
     const std::string leaf = name.substr(name.rfind('.') + 1);
     const bool vector = t.shape.size() == 1;
@@ -340,10 +343,10 @@ GgufImport import_gguf(const GgufFile& g) {
     if (gguf_can_dequantize(t.type)) {
       if (vector) gguf_fail(g, fmt::format("tensor '{}': a quantized vector", t.name));
       const auto [block, bytes] = dtype_block(v.dtype);
-      v.size = uint64_t(t.shape[0]) * uint64_t(t.shape[1]) / uint64_t(block) * uint64_t(bytes);
+      v.size = uint64_t(v.rows()) * uint64_t(v.cols()) / uint64_t(block) * uint64_t(bytes);
       v.source = t.data;
       v.source_type = t.type;
-      v.source_row = t.size / uint64_t(t.shape[0]);
+      v.source_row = t.size / uint64_t(v.rows());
       // Rewritten as it is packed, a block of rows at a time (model.cpp's pack_all), so no
       // whole copy is ever resident; the embedding's row lookups decode the file's bytes. Only
       // what is reordered next (q/k rows, Qwen3.5's heads) is rewritten here.

@@ -46,7 +46,7 @@ from e2e_common import (
     run,
     tool,
 )
-from e2e_gguf import case_gguf, case_gguf_bad, case_gguf_bad_qwen35, case_gguf_q4
+from e2e_gguf import case_gguf, case_gguf_bad, case_gguf_bad_moe, case_gguf_bad_qwen35, case_gguf_q4
 from e2e_quality import case_draft, case_imatrix, case_lookup, case_quality
 from e2e_tools import (
     case_bench,
@@ -595,6 +595,7 @@ def main() -> None:
         "ggufq4": case_gguf_q4,
         "ggufbad": case_gguf_bad,
         "ggufbadqwen35": case_gguf_bad_qwen35,
+        "ggufbadmoe": case_gguf_bad_moe,
     }[kind](a, *rest)
     shutil.rmtree(a.scratch)
 

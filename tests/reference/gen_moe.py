@@ -6,7 +6,8 @@ Usage: tests/reference/gen_random.py --arch qwen3_moe|qwen3_5_moe [--shape SHAPE
 
 Shapes: qwen3moe-tiny (Qwen3MoeForCausalLM: dim 64, 4 heads, 2 KV heads, head_dim 16, 4 layers,
 8 experts, top-2 renormalized, expert ffn 32; mlp_only_layers [1] makes layer 1 a dense MLP of
-ffn 128, the others sparse); qwen35moe-tiny (Qwen3.5-MoE: gen_qwen35.py's qwen35-tiny layers,
+ffn 128, the others sparse; qwen3moe-tiny-sparse: every layer sparse, as llama.cpp's GGUF
+must have it); qwen35moe-tiny (Qwen3.5-MoE: gen_qwen35.py's qwen35-tiny layers,
 DeltaNet and gated attention alternating, each with a sparse block of 8 experts, top-2,
 expert ffn 32, and a shared expert of ffn 64; the image-text layout with a token vision tower
 and MTP head, or --text-only).
@@ -44,6 +45,10 @@ SHAPES: dict[str, dict] = {
                           head_dim=16, ffn=128, experts=8, k=2, moe_ffn=32, mlp_only=[1],
                           sparse_step=1, norm_topk=True, theta=1000000.0, eps=1e-6,
                           max_pos=40960, vocab=151936, tied=False, tok="qwen3"),
+    "qwen3moe-tiny-sparse": dict(arch="qwen3_moe", dim=64, n_layers=4, n_heads=4, n_kv_heads=2,
+                                 head_dim=16, ffn=128, experts=8, k=2, moe_ffn=32, mlp_only=[],
+                                 sparse_step=1, norm_topk=True, theta=1000000.0, eps=1e-6,
+                                 max_pos=40960, vocab=151936, tied=False, tok="qwen3"),
     "qwen35moe-tiny": dict(gen_qwen35.TINY, arch="qwen3_5_moe", experts=8, k=2, moe_ffn=32,
                            shared_ffn=64),
 }

@@ -282,6 +282,8 @@ GGUF_ARCHS = {
     "gemma2": "gemma2",
     "gemma3": "gemma3",
     "qwen3_5": "qwen35",
+    "qwen3_moe": "qwen3moe",
+    "qwen3_5_moe": "qwen35moe",
 }
 
 
@@ -383,8 +385,25 @@ def arch_keys(c: dict, name: str, dtype: str, source: dict | None = None) -> dic
     kv.update(yarn)
     if a.startswith("gemma"):
         kv.update(gemma_keys(c, a))
-    if a == "qwen35":
+    if a in ("qwen35", "qwen35moe"):
         kv.update(qwen35_keys(c, a))
+    if "layer_moe" in c:
+        kv.update(moe_keys(c, a))
+    return kv
+
+
+def moe_keys(c: dict, a: str) -> dict:
+    """The experts' shape. llama.cpp's Qwen MoE graphs make every layer sparse and always
+    renormalise the top-k weights."""
+    _check(all(c["layer_moe"]), "dense MLP layers in a Mixture-of-Experts model")
+    _check(c.get("norm_topk_prob", False), "top-k weights that are not renormalised")
+    kv = {
+        f"{a}.expert_count": c["n_experts"],
+        f"{a}.expert_used_count": c["n_experts_used"],
+        f"{a}.expert_feed_forward_length": c["expert_ffn_dim"],
+    }
+    if c.get("shared_expert_ffn_dim", 0):
+        kv[f"{a}.expert_shared_feed_forward_length"] = c["shared_expert_ffn_dim"]
     return kv
 
 
@@ -415,7 +434,7 @@ def main_dtype(r: mlb.MlbReader) -> str:
     """The type most matrix bytes have (general.file_type)."""
     sizes: dict[str, int] = {}
     for t in r.meta["tensors"]:
-        if len(t["shape"]) == 2 and t["dtype"] != "bytes":
+        if len(t["shape"]) >= 2 and t["dtype"] != "bytes":
             sizes[t["dtype"]] = sizes.get(t["dtype"], 0) + t["size"]
     return max(sizes, key=lambda k: sizes[k])
 
@@ -473,18 +492,25 @@ def requant(
     if qwen35 and to:
         f32 = r.array(name).astype(np.float32).tobytes()
         got = qwen35_tensor(r, c, name, "f32", shape, f32, f32=True)
-        if got is None or len(got.shape) != 2 or got.shape[1] % quant.QK:
+        if got is None or not matrices(got.shape, name):
             return [got, got]
-        x = np.frombuffer(got.data, "<f4").reshape(got.shape)
+        x = np.frombuffer(got.data, "<f4").reshape(-1, got.shape[-1])
         kind, q, back = requant_array(x, to, leaf, rt)
         return [
             gguf.Tensor(got.name, kind, got.shape, q),
             gguf.Tensor(got.name, "f32", got.shape, back) if rt else None,
         ]
-    if not to or len(shape) != 2 or shape[1] % quant.QK:
+    if not to or not matrices(shape, name):
         return [(dtype, shape, r.raw(name))] * 2
-    kind, q, back = requant_array(r.array(name), to, leaf, rt)
+    kind, q, back = requant_array(r.array(name).reshape(-1, shape[-1]), to, leaf, rt)
     return [(kind, shape, q), ("f32", shape, back) if rt else None]
+
+
+def matrices(shape: tuple, name: str) -> bool:
+    """Whether a tensor is requantized: matrices of 32-value rows (a 3-D expert tensor as its
+    2-D matrices), but the routers, which llama-quantize keeps in F32."""
+    router = name.endswith(("ffn_gate_inp", "ffn_gate_inp_shexp"))
+    return len(shape) in (2, 3) and shape[-1] % quant.QK == 0 and not router
 
 
 def convert(
@@ -516,7 +542,7 @@ def convert(
         d = divisors.astype(np.float32)
         for ts in tensors:
             ts.append(gguf.Tensor("rope_freqs.weight", "f32", d.shape, d.tobytes()))
-    qwen35 = arch == "qwen35"
+    qwen35 = arch in ("qwen35", "qwen35moe")
     for t in r.meta["tensors"]:
         if t["dtype"] == "bytes":
             continue
@@ -537,6 +563,8 @@ def convert(
                 if got:
                     ts.append(got)
                 continue
+            if leaf == "ffn_gate_inp_shexp":  # a vector in llama.cpp's files
+                shape = shape[1:]
             ts.append(gguf.Tensor(tensor_name(t["name"]), dtype, shape, raw))
     for (path, _), kv, ts in zip(outs, kvs, tensors):
         gguf.write(path, kv, ts)
@@ -593,6 +621,8 @@ def qwen35_tensor(
         cols = a.reshape(shape[0], nv, unit)  # per row: value heads of `unit` bytes
         raw = tile_heads(cols.swapaxes(0, 1), 0, 1, nk, nv // nk).swapaxes(0, 1).tobytes()
     out = prefix + QWEN35_NAMES[leaf] if leaf in QWEN35_NAMES else tensor_name(name)
+    if leaf == "ffn_gate_inp_shexp":  # a vector in llama.cpp's files
+        shape = shape[1:]
     return gguf.Tensor(out, dtype, shape, raw)
 
 
