@@ -23,7 +23,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEYS = {"repo", "family", "chat", "quant", "since"}
 QUANTS = {"f32", "f16", "q8_0", "q4_0"}
-FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen3_5", "smollm3", "gemma2", "gemma3"}
+FAMILIES = {"llama", "mistral", "qwen2", "qwen3", "qwen3_5", "qwen3_moe", "qwen3_5_moe", "smollm3"}
+FAMILIES |= {"gemma2", "gemma3"}
 
 
 def fail(msg: str) -> None:

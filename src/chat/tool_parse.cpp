@@ -11,7 +11,7 @@
 namespace krafla {
 namespace {
 
-constexpr std::string_view kOpen = "<tool_call>", kClose = "</tool_call>";
+constexpr std::string_view kToolOpen = "<tool_call>", kToolClose = "</tool_call>";
 
 // {"name": …, "arguments": {…}} ("parameters" in Llama 3.1's format); the arguments may also
 // come as a string that holds a JSON object. The arguments become the text json.dumps writes,
@@ -110,10 +110,10 @@ ToolCallReply tagged_calls(std::string_view text, ParseBody parse_body) {
   const size_t think_end = text.rfind("</think>");
   size_t pos = think_end == text.npos ? 0 : think_end + 8;
   std::string content(text.substr(0, pos));
-  for (size_t open; (open = text.find(kOpen, pos)) != text.npos;) {
-    const size_t body = open + kOpen.size();
-    const size_t close = std::min(text.find(kClose, body), text.size());
-    const size_t end = std::min(close + kClose.size(), text.size());
+  for (size_t open; (open = text.find(kToolOpen, pos)) != text.npos;) {
+    const size_t body = open + kToolOpen.size();
+    const size_t close = std::min(text.find(kToolClose, body), text.size());
+    const size_t end = std::min(close + kToolClose.size(), text.size());
     content += text.substr(pos, open - pos);
     if (auto call = parse_body(text.substr(body, close - body)))
       r.calls.push_back(std::move(*call));

@@ -5,7 +5,7 @@
 namespace krafla {
 namespace {
 
-void gguf_config(const GgufFile& g, const std::string& p, nlohmann::json& c) {
+void gemma2_gguf_config(const GgufFile& g, const std::string& p, nlohmann::json& c) {
   gemma_gguf_config(g, p, c, true);
 }
 
@@ -13,7 +13,7 @@ void gguf_config(const GgufFile& g, const std::string& p, nlohmann::json& c) {
 
 extern const Family kGemma2{.arch = "gemma2",
                             .gguf_arch = "gemma2",
-                            .gguf_config = gguf_config,
+                            .gguf_config = gemma2_gguf_config,
                             .gguf_renames = kGemmaRenames};
 
 }  // namespace krafla

@@ -6,7 +6,7 @@
 namespace krafla {
 namespace {
 
-void gguf_config(const GgufFile& g, const std::string& p, nlohmann::json& c) {
+void gemma3_gguf_config(const GgufFile& g, const std::string& p, nlohmann::json& c) {
   gemma_gguf_config(g, p, c, false);
 }
 
@@ -14,7 +14,7 @@ void gguf_config(const GgufFile& g, const std::string& p, nlohmann::json& c) {
 
 extern const Family kGemma3{.arch = "gemma3",
                             .gguf_arch = "gemma3",
-                            .gguf_config = gguf_config,
+                            .gguf_config = gemma3_gguf_config,
                             .gguf_renames = kGemmaRenames};
 
 }  // namespace krafla

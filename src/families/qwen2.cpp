@@ -4,10 +4,12 @@
 namespace krafla {
 namespace {
 
-void gguf_config(const GgufFile&, const std::string&, nlohmann::json& c) { c["qkv_bias"] = true; }
+void qwen2_gguf_config(const GgufFile&, const std::string&, nlohmann::json& c) {
+  c["qkv_bias"] = true;
+}
 
 }  // namespace
 
-extern const Family kQwen2{.arch = "qwen2", .gguf_arch = "qwen2", .gguf_config = gguf_config};
+extern const Family kQwen2{.arch = "qwen2", .gguf_arch = "qwen2", .gguf_config = qwen2_gguf_config};
 
 }  // namespace krafla

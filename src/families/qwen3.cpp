@@ -4,10 +4,12 @@
 namespace krafla {
 namespace {
 
-void gguf_config(const GgufFile&, const std::string&, nlohmann::json& c) { c["qk_norm"] = true; }
+void qwen3_gguf_config(const GgufFile&, const std::string&, nlohmann::json& c) {
+  c["qk_norm"] = true;
+}
 
 }  // namespace
 
-extern const Family kQwen3{.arch = "qwen3", .gguf_arch = "qwen3", .gguf_config = gguf_config};
+extern const Family kQwen3{.arch = "qwen3", .gguf_arch = "qwen3", .gguf_config = qwen3_gguf_config};
 
 }  // namespace krafla

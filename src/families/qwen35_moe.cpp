@@ -7,12 +7,13 @@
 namespace krafla {
 namespace {
 
-void gguf_config(const GgufFile& g, const std::string& p, nlohmann::json& c) {
+void qwen35_moe_gguf_config(const GgufFile& g, const std::string& p, nlohmann::json& c) {
   qwen35_gguf_config(g, p, c);
   gguf_moe_config(g, p, c, true);
 }
 
-bool gguf_relayout(const GgufFile& g, const nlohmann::json& c, TensorView v, GgufImport& m) {
+bool qwen35_moe_gguf_relayout(const GgufFile& g, const nlohmann::json& c, TensorView v,
+                              GgufImport& m) {
   return gguf_moe_relayout(v, m) || qwen35_gguf_relayout(g, c, std::move(v), m);
 }
 
@@ -22,9 +23,9 @@ extern const Family kQwen35Moe{.arch = "qwen3_5_moe",
                                .gguf_arch = "qwen35moe",
                                .linear_layers = true,
                                .moe_layers = true,
-                               .gguf_config = gguf_config,
+                               .gguf_config = qwen35_moe_gguf_config,
                                .gguf_renames = kQwen35Renames,
                                .gguf_reorders = qwen35_gguf_reorders,
-                               .gguf_relayout = gguf_relayout};
+                               .gguf_relayout = qwen35_moe_gguf_relayout};
 
 }  // namespace krafla

@@ -6,14 +6,16 @@
 namespace krafla {
 namespace {
 
-void gguf_config(const GgufFile& g, const std::string& p, nlohmann::json& c) {
+void qwen3_moe_gguf_config(const GgufFile& g, const std::string& p, nlohmann::json& c) {
   c["qk_norm"] = true;
   gguf_moe_config(g, p, c, false);
 }
 
 }  // namespace
 
-extern const Family kQwen3Moe{
-    .arch = "qwen3_moe", .gguf_arch = "qwen3moe", .moe_layers = true, .gguf_config = gguf_config};
+extern const Family kQwen3Moe{.arch = "qwen3_moe",
+                              .gguf_arch = "qwen3moe",
+                              .moe_layers = true,
+                              .gguf_config = qwen3_moe_gguf_config};
 
 }  // namespace krafla

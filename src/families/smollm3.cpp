@@ -6,7 +6,7 @@ namespace {
 
 // llama.cpp's SmolLM3: every fourth layer has no RoPE (n_no_rope_layer_step), a fixed rule
 // rather than a key of the file.
-void gguf_config(const GgufFile&, const std::string&, nlohmann::json& c) {
+void smollm3_gguf_config(const GgufFile&, const std::string&, nlohmann::json& c) {
   std::vector<bool> rope;
   for (int64_t i = 0; i < c["n_layers"].get<int64_t>(); ++i) rope.push_back((i + 1) % 4 != 0);
   c["layer_rope"] = rope;
@@ -14,7 +14,9 @@ void gguf_config(const GgufFile&, const std::string&, nlohmann::json& c) {
 
 }  // namespace
 
-extern const Family kSmolLM3{
-    .arch = "smollm3", .gguf_arch = "smollm3", .interleaved_qk = true, .gguf_config = gguf_config};
+extern const Family kSmolLM3{.arch = "smollm3",
+                             .gguf_arch = "smollm3",
+                             .interleaved_qk = true,
+                             .gguf_config = smollm3_gguf_config};
 
 }  // namespace krafla

@@ -77,8 +77,8 @@ namespace {
 // included) and, per scored position, the log-probabilities of the whole vocabulary quantized
 // to 16 bits over [lo, lo + 65535·step]; lo is the row's lowest log-probability, or 24 below
 // its highest when the row spans more (lower ones read as lo: their mass is < n_vocab·e^-24).
-constexpr char kMagic[8] = {'K', 'R', 'A', 'F', 'L', 'A', 'L', 'P'};
-constexpr uint32_t kVersion = 1;
+constexpr char kPplMagic[8] = {'K', 'R', 'A', 'F', 'L', 'A', 'L', 'P'};
+constexpr uint32_t kPplVersion = 1;
 constexpr double kRange = 24.0;
 
 struct BaseHeader {
@@ -154,11 +154,11 @@ class BaseReader {
     f_.open(path, std::ios::binary);
     if (!f_) throw Error(fmt::format("{}: cannot open the KL base file", path));
     read(&h_, sizeof h_, "header");
-    if (std::memcmp(h_.magic, kMagic, 8) != 0)
+    if (std::memcmp(h_.magic, kPplMagic, 8) != 0)
       throw Error(fmt::format("{}: not a KL base file (bad magic)", path));
-    if (h_.version != kVersion)
+    if (h_.version != kPplVersion)
       throw Error(fmt::format("{}: KL base file version {} (this build reads {})", path, h_.version,
-                              kVersion));
+                              kPplVersion));
     if (h_.n_vocab != uint32_t(n_vocab))
       throw Error(fmt::format("{}: made with a vocabulary of {} tokens, this model has {}", path,
                               h_.n_vocab, n_vocab));
@@ -251,8 +251,8 @@ PerplexityResult perplexity(Session& session, std::span<const int32_t> tokens,
   std::unique_ptr<BaseWriter> writer;
   if (!o.save_base.empty()) {
     BaseHeader h{};
-    std::memcpy(h.magic, kMagic, 8);
-    h.version = kVersion, h.n_vocab = uint32_t(V), h.n_ctx = uint32_t(o.n_ctx);
+    std::memcpy(h.magic, kPplMagic, 8);
+    h.version = kPplVersion, h.n_vocab = uint32_t(V), h.n_ctx = uint32_t(o.n_ctx);
     h.first = uint32_t(o.first);
     writer = std::make_unique<BaseWriter>(o.save_base, h);
   }

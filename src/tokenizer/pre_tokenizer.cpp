@@ -35,9 +35,10 @@ const ByteTables& byte_tables() {
   return t;
 }
 
-class Sequence final : public PreTokenizer {
+class PreSequence final : public PreTokenizer {
  public:
-  explicit Sequence(std::vector<std::unique_ptr<PreTokenizer>> items) : items_(std::move(items)) {}
+  explicit PreSequence(std::vector<std::unique_ptr<PreTokenizer>> items)
+      : items_(std::move(items)) {}
   std::vector<std::string> split(std::vector<std::string> words, size_t section) const override {
     for (const auto& p : items_) words = p->split(std::move(words), section);
     return words;
@@ -196,7 +197,7 @@ std::unique_ptr<PreTokenizer> PreTokenizer::from_json(const nlohmann::json& j) {
   if (j.is_null()) return nullptr;
   std::string type = j.value("type", "");
   if (type == "Sequence")
-    return std::make_unique<Sequence>(sequence_steps<PreTokenizer>(j.at("pretokenizers")));
+    return std::make_unique<PreSequence>(sequence_steps<PreTokenizer>(j.at("pretokenizers")));
   if (type == "Split") {
     const auto& pat = j.at("pattern");
     auto pattern = pat.contains("Regex")

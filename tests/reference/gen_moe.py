@@ -49,6 +49,15 @@ SHAPES: dict[str, dict] = {
                                  head_dim=16, ffn=128, experts=8, k=2, moe_ffn=32, mlp_only=[],
                                  sparse_step=1, norm_topk=True, theta=1000000.0, eps=1e-6,
                                  max_pos=40960, vocab=151936, tied=False, tok="qwen3"),
+    # The benchmark shapes (docs/benchmarks.md), with --layers for as many as a machine holds:
+    # Qwen3-30B-A3B's (48 layers) and Qwen3.5-35B-A3B's (40 layers, DeltaNet on 3 of 4).
+    "qwen3-30b-a3b": dict(arch="qwen3_moe", dim=2048, n_layers=48, n_heads=32, n_kv_heads=4,
+                          head_dim=128, ffn=6144, experts=128, k=8, moe_ffn=768, mlp_only=[],
+                          sparse_step=1, norm_topk=True, theta=1000000.0, eps=1e-6,
+                          max_pos=40960, vocab=151936, tied=False, tok="qwen3"),
+    "qwen3.5-35b-a3b": dict(gen_qwen35.SHAPES["qwen3.5-0.8b"], arch="qwen3_5_moe", dim=2048,
+                            n_layers=40, n_heads=16, n_kv_heads=2, head_dim=256, nk=16, nv=32,
+                            experts=256, k=8, moe_ffn=512, shared_ffn=512, tied=False),
     "qwen35moe-tiny": dict(gen_qwen35.TINY, arch="qwen3_5_moe", experts=8, k=2, moe_ffn=32,
                            shared_ffn=64),
 }
@@ -184,11 +193,14 @@ def main(argv: list[str]) -> None:
     p.add_argument("--experts", choices=["per-expert", "fused"], help="the experts' layout")
     p.add_argument("--close-router", action="store_true", help="tie some router rows")
     p.add_argument("--text-only", action="store_true", help="qwen3_5_moe: Qwen3_5MoeForCausalLM")
+    p.add_argument("--layers", type=int, help="layers (default: the shape's)")
     add_common_args(p, "tokenizer name under .models/tokenizers or a directory", "embedding rows")
     a = p.parse_args(argv)
     s = dict(SHAPES[a.shape or DEFAULT_SHAPE[a.arch]])
     if s["arch"] != a.arch:
         p.error(f"--shape {a.shape} is a {s['arch']} shape")
+    if a.layers:
+        s["n_layers"] = a.layers
     qwen3 = a.arch == "qwen3_moe"
     a.experts = a.experts or ("per-expert" if qwen3 else "fused")
     tok_dir, tj, tc = load_tokenizer(

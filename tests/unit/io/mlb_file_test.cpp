@@ -204,8 +204,14 @@ TEST_F(ModelFileTest, TensorEntryChecks) {
             "tensor 'w': size 12 does not match dtype f32 and shape 2 (expected 8 bytes)");
   EXPECT_EQ(error_for_tensor(tensor("w", "q8_0", {2, 16}, 0, 34)),
             "tensor 'w': q8_0 needs the last dimension (16) to be a multiple of 32");
-  EXPECT_EQ(error_for_tensor(tensor("w", "f32", {1, 2, 3}, 0, 24)),
-            "tensor 'w': 'shape' must be an array of 1 or 2 dimensions");
+  EXPECT_EQ(error_for_tensor(tensor("w", "f32", {1, 2, 3, 4}, 0, 96)),
+            "tensor 'w': 'shape' must be an array of 1 to 3 dimensions");
+  EXPECT_EQ(error_for_tensor(tensor("w", "f32", {1, 2, 3}, 0, 12)),  // 3-D: experts' matrices
+            "tensor 'w': size 12 does not match dtype f32 and shape 1x2x3 (expected 24 bytes)");
+  // no product of the dimensions may wrap around (each is below 2^40)
+  EXPECT_EQ(
+      error_for_tensor(tensor("w", "f32", {int64_t{1} << 30, int64_t{1} << 30, 1 << 20}, 0, 0)),
+      "tensor 'w': too many elements");
   EXPECT_EQ(error_for_tensor(tensor("w", "f32", {0}, 0, 0)),
             "tensor 'w': bad dimension 0 in shape");
   json no_size = tensor("w", "f32", {2}, 0, 8);
