@@ -100,6 +100,11 @@ void Block::experts(const Weights& w, const float* x, int n) {
     const ProfileScope scope(mm_.profile(), Op::MatGateUp);
     // The experts of one layer share their weight types (docs/format.md).
     const K::WType tg = w.gate[0].type, tu = w.up[0].type;
+    if (Imatrix* im = mm_.imatrix())  // each expert's inputs: the rows routed to it
+      for (int e = 0; e < E; ++e)
+        for (int s = start_[e]; s < start_[e + 1]; ++s)
+          for (const Matrix* m : {&w.gate[e], &w.up[e]})
+            im->add(m->name, x + slot_row_[s] * dim, dim, 1);
     gather_act(pool_, tg, x, dim, slot_row_.data(), S, act_gate_);
     if (tu != tg) gather_act(pool_, tu, x, dim, slot_row_.data(), S, act_up_);
     const AlignedBuffer& au = tu != tg ? act_up_ : act_gate_;
@@ -131,6 +136,10 @@ void Block::experts(const Weights& w, const float* x, int n) {
   }
   const ProfileScope scope(mm_.profile(), Op::MatDown);
   const K::WType td = w.down[0].type;
+  if (Imatrix* im = mm_.imatrix())
+    for (int e = 0; e < E; ++e)
+      if (start_[e + 1] > start_[e])
+        im->add(w.down[e].name, g + start_[e] * I, I, start_[e + 1] - start_[e]);
   gather_act(pool_, td, g, I, nullptr, S, act_down_);
   const size_t rd = K::act_row_size(td, I);
   pool_.run([&](int ti) {

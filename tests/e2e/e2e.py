@@ -47,7 +47,7 @@ from e2e_common import (
     tool,
 )
 from e2e_gguf import case_gguf, case_gguf_bad, case_gguf_bad_moe, case_gguf_bad_qwen35, case_gguf_q4
-from e2e_quality import case_draft, case_imatrix, case_lookup, case_quality
+from e2e_quality import case_draft, case_imatrix, case_imatrix_moe, case_lookup, case_quality
 from e2e_tools import (
     case_bench,
     case_cli,
@@ -587,6 +587,7 @@ def main() -> None:
         "perplexity": case_perplexity,
         "quality": case_quality,
         "imatrix": case_imatrix,
+        "imatrixmoe": case_imatrix_moe,
         "profile": case_profile,
         "killwrite": case_killwrite,
         "armguard": case_arm_guard,

@@ -183,6 +183,9 @@ def case_gguf_q4(a, model: str) -> None:
         "q4_k_m": ("q4_m", {"q4_m", q6, "q8_0"}, {"Q4_K", "Q4_1", "Q6_K", None}),
         "q4_1": ("q4_m", {"q4_m"}, {"Q4_1"}),
     }
+    if model in QUANT_REF:  # MoE: what differs is only the 3-D tensors' slicing; two files hold
+        # every K-quant rewrite path there is (Q4_K, Q6_K, Q4_1; IQ4_XS, IQ4_NL)
+        expect = {q: expect[q] for q in ("q4_k_m", "iq4_xs")}
     for q, (load, types, froms) in expect.items():
         g, rt = (os.path.join(a.scratch, f"{model}-{q}{s}.gguf") for s in ("", "-rt"))
         # one quantization writes both (--round-trip-out: the same bytes as two runs)

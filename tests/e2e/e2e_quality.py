@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import numpy as np
 
@@ -145,6 +146,49 @@ def case_imatrix(a, model: str) -> None:
     plain, weighted = os.path.join(work, "plain.mlb"), os.path.join(work, "weighted.mlb")
     must(tool("convert.py") + [hf, "-o", plain, "--quant", "q4_0"])
     must(tool("convert.py") + [hf, "-o", weighted, "--quant", "q4_0", "--imatrix", path])
+    assert open(plain, "rb").read() != open(weighted, "rb").read()
+    print("ok: imatrix", model)
+
+
+def case_imatrix_moe(a, model: str) -> None:
+    """ml_run --imatrix on a MoE model: one entry per expert a prompt token was routed to
+    ("blk.N.ffn_gate_exps.E"), whose rows over a layer's experts add up to k per token; gate and
+    up of an expert see the same rows; the dense layer keeps its ffn_* entries; convert.py
+    --imatrix then weights each expert's Q4_0 fit by its own entry (the file changes)."""
+    from convert import imatrix
+
+    work = a.scratch
+    path = os.path.join(work, "im.dat")
+    f32 = mlb(a.work, model, "f32")
+    hf = os.path.join(a.work, model)
+    cfg = json.load(open(os.path.join(hf, "config.json")))
+    prompt = "The quick brown fox jumps over the lazy dog, twice, and then once more."
+    must(
+        [os.path.join(a.bin, "ml_run"), "-m", f32, "-q", "-p", prompt, "-n", "0"]
+        + ["--imatrix", path]
+    )
+    entries, tokens = imatrix.read(path)
+    k, n_exp = cfg["num_experts_per_tok"], cfg["num_experts"]
+    sparse = [i not in cfg["mlp_only_layers"] for i in range(cfg["num_hidden_layers"])]
+    for i, moe in enumerate(sparse):
+        if not moe:
+            assert f"blk.{i}.ffn_gate" in entries and f"blk.{i}.ffn_gate_exps.0" not in entries
+            continue
+        rows = 0
+        for e in range(n_exp):
+            g, u, d = (entries.get(f"blk.{i}.ffn_{p}_exps.{e}") for p in ("gate", "up", "down"))
+            assert (g is None) == (u is None) == (d is None), (i, e)
+            if g is None:
+                continue
+            assert g.rows == u.rows == d.rows and g.sum2.tolist() == u.sum2.tolist(), (i, e)
+            rows += g.rows
+        assert rows == k * tokens, (i, rows, k, tokens)
+    print(f"ok: {model}: {tokens} tokens, {k} expert rows each, in every sparse layer")
+    plain, weighted = os.path.join(work, "plain.mlb"), os.path.join(work, "weighted.mlb")
+    must(tool("convert.py") + [hf, "-o", plain, "--quant", "q4_0"])
+    r = must(tool("convert.py") + [hf, "-o", weighted, "--quant", "q4_0", "--imatrix", path])
+    note = re.search(r"no entry for [^\n]*", r.stderr)
+    assert not note or "_exps" not in note.group(0), note.group(0)
     assert open(plain, "rb").read() != open(weighted, "rb").read()
     print("ok: imatrix", model)
 

@@ -1,7 +1,8 @@
 // Parallel slots (--parallel) driven by the official OpenAI SDK: requests decoded together in
 // one batch answer exactly as the same requests sent one at a time (sampled with seeds, so a
-// single differing logit would change the text), on an attention model and on one with
-// linear-attention (DeltaNet) layers; a client that disconnects frees its slot at once.
+// single differing logit would change the text), on an attention model, on one with
+// linear-attention (DeltaNet) layers and on a Mixture-of-Experts one; a client that disconnects
+// frees its slot at once.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
@@ -46,7 +47,10 @@ async function run(client, { kind, stream, params }) {
   return { text, finish, tokens };
 }
 
-for (const [name, model] of [['attention model', MODEL], ['linear-attention model', LINEAR]]) {
+const MOE = process.env.ML_MODEL_MOE;
+
+// The Mixture-of-Experts model: the slots' rows route to different experts in one batch.
+for (const [name, model] of [['attention model', MODEL], ['linear-attention model', LINEAR], ['MoE model', MOE]]) {
   const skip = !model || !existsSync(model) ? `no model file (${model})` : false;
   describe(name, { skip }, () => {
     let srv;

@@ -125,9 +125,15 @@ def write_mlb(
             if len(shape) == 1:
                 w.write(quant.quantize(get(hf, slice(None)), dtypes[name], q4_rule))
             else:
+                imp = importance.get(name)
                 for rows in row_blocks(shape):
                     x = get(hf, rows)
-                    w.write(quant.quantize(x, dtypes[name], q4_rule, importance.get(name)))
+                    if imp is not None and imp.ndim == 2:  # experts: the block's expert's
+                        w.write(
+                            quant.quantize(x, dtypes[name], q4_rule, imp[rows.start // shape[-2]])
+                        )
+                    else:
+                        w.write(quant.quantize(x, dtypes[name], q4_rule, imp))
             mb = int(np.prod(shape)) * 4 / 1e6
             print(
                 f"convert: [{i + 1}/{len(plan)}] {name:22s} {dtypes[name]:5s} "
@@ -154,20 +160,35 @@ def load_importance(
     except imatrix.ImatrixError as e:
         raise ConvertError(str(e)) from None
     out, missing = {}, []
-    for name, _, cls, shape in plan:
-        if len(shape) != 2 or dtype_for(cls, qtype, q8) != "q4_0":
-            continue
-        e = entries.get(name)
+
+    def weights(key: str, cols: int) -> np.ndarray | None:
+        e = entries.get(key)
         if e is None:
-            missing.append(name)
-            continue
-        if len(e.sum2) != shape[1]:
+            return None
+        if len(e.sum2) != cols:
             raise ConvertError(
-                f"{path}: '{name}' has {len(e.sum2)} input channels there, {shape[1]} here "
+                f"{path}: '{key}' has {len(e.sum2)} input channels there, {cols} here "
                 "(an imatrix of another model?)"
             )
         ms = e.mean_square()
-        out[name] = (ms + 1e-3 * ms.mean()).astype(np.float32)
+        return (ms + 1e-3 * ms.mean()).astype(np.float32)
+
+    for name, _, cls, shape in plan:
+        if len(shape) not in (2, 3) or dtype_for(cls, qtype, q8) != "q4_0":
+            continue
+        if len(shape) == 3:  # experts, one entry each ("NAME.E"); one never routed to: even
+            per = [weights(f"{name}.{e}", shape[-1]) for e in range(shape[0])]
+            if all(w is None for w in per):
+                missing.append(name)
+                continue
+            even = np.ones(shape[-1], np.float32)
+            out[name] = np.stack([even if w is None else w for w in per])
+            continue
+        w = weights(name, shape[1])
+        if w is None:
+            missing.append(name)
+            continue
+        out[name] = w
     if not out and not missing:
         print(f"convert: --imatrix: no Q4_0 matrices to weight ({qtype})", file=sys.stderr)
     else:
