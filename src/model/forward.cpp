@@ -104,24 +104,8 @@ void Forward::mlp(const LayerWeights& L, int layer, int n) {
     moe_->run(L.moe, h_.data<float>(), n, tmp_.data<float>());
     return;
   }
-  const int64_t ffn = c_.ffn_dim;
-  float* gate = gate_.data<float>();
-  const float* up = up_.data<float>();
-  const bool gelu = c_.activation == ModelConfig::Activation::GeluTanh;
-  // The activation runs on each chunk of gate/up rows as soon as both are computed, still in
-  // cache, and leaves its result in gate.
-  mm_.run_then(Op::MatGateUp, h_.data<float>(), c_.dim, n,
-               {{&L.gate, gate}, {&L.up, up_.data<float>()}}, [&](int64_t r0, int64_t r1) {
-                 for (int t = 0; t < n; ++t) {
-                   float* g = gate + t * ffn + r0;
-                   if (gelu) {
-                     K::geglu(g, up + t * ffn + r0, g, r1 - r0);
-                   } else {
-                     K::swiglu(g, up + t * ffn + r0, g, r1 - r0);
-                   }
-                 }
-               });
-  mm_.run(Op::MatDown, gate, ffn, n, {{&L.down, tmp_.data<float>()}});
+  mm_.mlp(L.gate, L.up, L.down, c_.activation == ModelConfig::Activation::GeluTanh,
+          h_.data<float>(), n, gate_.data<float>(), up_.data<float>(), tmp_.data<float>());
 }
 
 // Gemma 2/3 norm each block's output before adding it (post_norms).

@@ -75,4 +75,13 @@ void Matmuls::run_then(Op op, const float* in, int64_t cols, int n, std::span<co
   });
 }
 
+void Matmuls::mlp(const Matrix& gate, const Matrix& up, const Matrix& down, bool gelu,
+                  const float* in, int n, float* g, float* u, float* out) {
+  const int64_t ffn = gate.rows;
+  run_then(Op::MatGateUp, in, gate.cols, n, {{&gate, g}, {&up, u}}, [&](int64_t r0, int64_t r1) {
+    for (int t = 0; t < n; ++t) glu(gelu, g + t * ffn + r0, u + t * ffn + r0, r1 - r0);
+  });
+  run(Op::MatDown, g, ffn, n, {{&down, out}});
+}
+
 }  // namespace krafla

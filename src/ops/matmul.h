@@ -26,6 +26,15 @@ struct Matrix {
   const void* packed_data() const { return cached ? cached : packed.data(); }
 };
 
+// g = act(g) ⊙ up over n values: SwiGLU, or GeGLU with gelu.
+inline void glu(bool gelu, float* g, const float* up, int64_t n) {
+  if (gelu) {
+    kernels::geglu(g, up, g, n);
+  } else {
+    kernels::swiglu(g, up, g, n);
+  }
+}
+
 struct MatJob {
   const Matrix* m;
   float* out;  // (n, m->rows)
@@ -55,6 +64,11 @@ class Matmuls {
                 const RowsFn& after) {
     run_then(op, in, cols, n, std::span<const MatJob>(jobs.begin(), jobs.size()), after);
   }
+  // The dense MLP on rows [0, n) of in (width gate.cols): out = down(act(gate·in) ⊙ up·in),
+  // act SiLU (or GELU-tanh with gelu), fused into the gate/up pass as run_then does; g and u
+  // are scratch of (n, gate.rows) floats. Its time goes to MatGateUp and MatDown.
+  void mlp(const Matrix& gate, const Matrix& up, const Matrix& down, bool gelu, const float* in,
+           int n, float* g, float* u, float* out);
   ThreadPool& pool() const { return pool_; }
   // The profile every block of the forward pass times its steps into (null: none).
   Profile* profile() const { return profile_; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/kernels.h"
 
@@ -78,14 +79,24 @@ void Block::group(int n) {
     }
 }
 
-// Quantizes every slot's input row for weights of type t (dst: rows of act_row_size).
+// Quantizes each slot's input row for weights of type t into dst (rows of act_row_size): the
+// row of its token, rows[s] of x, each token's row quantized once (into tok) and copied to
+// its slots; without rows, slot s's own row s of x.
 static void gather_act(ThreadPool& pool, K::WType t, const float* x, int64_t cols,
-                       const int32_t* rows, int n, AlignedBuffer& dst) {
+                       const int32_t* rows, int n_rows, int n, AlignedBuffer& tok,
+                       AlignedBuffer& dst) {
   const size_t rb = K::act_row_size(t, cols);
   if (dst.size() < size_t(n) * rb) dst.resize(size_t(n) * rb);
-  pool.for_each(n, [&](int64_t s) {
-    K::quantize_act(t, x + (rows ? rows[s] : s) * cols, cols, dst.data() + s * rb);
-  });
+  if (!rows) {
+    pool.for_each(n,
+                  [&](int64_t s) { K::quantize_act(t, x + s * cols, cols, dst.data() + s * rb); });
+    return;
+  }
+  if (tok.size() < size_t(n_rows) * rb) tok.resize(size_t(n_rows) * rb);
+  pool.for_each(n_rows,
+                [&](int64_t r) { K::quantize_act(t, x + r * cols, cols, tok.data() + r * rb); });
+  pool.for_each(
+      n, [&](int64_t s) { std::memcpy(dst.data() + s * rb, tok.data() + rows[s] * rb, rb); });
 }
 
 void Block::experts(const Weights& w, const float* x, int n) {
@@ -105,8 +116,8 @@ void Block::experts(const Weights& w, const float* x, int n) {
         for (int s = start_[e]; s < start_[e + 1]; ++s)
           for (const Matrix* m : {&w.gate[e], &w.up[e]})
             im->add(m->name, x + slot_row_[s] * dim, dim, 1);
-    gather_act(pool_, tg, x, dim, slot_row_.data(), S, act_gate_);
-    if (tu != tg) gather_act(pool_, tu, x, dim, slot_row_.data(), S, act_up_);
+    gather_act(pool_, tg, x, dim, slot_row_.data(), n, S, act_tok_, act_gate_);
+    if (tu != tg) gather_act(pool_, tu, x, dim, slot_row_.data(), n, S, act_tok_, act_up_);
     const AlignedBuffer& au = tu != tg ? act_up_ : act_gate_;
     const size_t rg = K::act_row_size(tg, dim), ru = K::act_row_size(tu, dim);
     const bool gelu = c_.activation == ModelConfig::Activation::GeluTanh;
@@ -123,13 +134,7 @@ void Block::experts(const Weights& w, const float* x, int n) {
                     g + s0 * I, I);
           K::matmul(tu, w.up[e].packed_data(), I, dim, c0, c1, au.data() + s0 * ru, ne, u + s0 * I,
                     I);
-          for (int s = s0; s < s0 + ne; ++s) {
-            if (gelu) {
-              K::geglu(g + s * I + c0, u + s * I + c0, g + s * I + c0, c1 - c0);
-            } else {
-              K::swiglu(g + s * I + c0, u + s * I + c0, g + s * I + c0, c1 - c0);
-            }
-          }
+          for (int s = s0; s < s0 + ne; ++s) glu(gelu, g + s * I + c0, u + s * I + c0, c1 - c0);
         }
       }
     });
@@ -140,7 +145,7 @@ void Block::experts(const Weights& w, const float* x, int n) {
     for (int e = 0; e < E; ++e)
       if (start_[e + 1] > start_[e])
         im->add(w.down[e].name, g + start_[e] * I, I, start_[e + 1] - start_[e]);
-  gather_act(pool_, td, g, I, nullptr, S, act_down_);
+  gather_act(pool_, td, g, I, nullptr, S, S, act_tok_, act_down_);
   const size_t rd = K::act_row_size(td, I);
   pool_.run([&](int ti) {
     const auto [r0, r1] = split_range(dim, ti, nt, tile);
@@ -154,22 +159,9 @@ void Block::experts(const Weights& w, const float* x, int n) {
 }
 
 void Block::shared(const Weights& w, const float* x, int n) {
-  const int64_t Is = c_.shared_expert_ffn_dim;
-  float* g = sg_.data<float>();
-  const float* u = su_.data<float>();
-  const bool gelu = c_.activation == ModelConfig::Activation::GeluTanh;
-  mm_.run_then(Op::MatGateUp, x, c_.dim, n,
-               {{&w.shared_gate, g}, {&w.shared_up, su_.data<float>()}},
-               [&](int64_t r0, int64_t r1) {
-                 for (int t = 0; t < n; ++t) {
-                   if (gelu) {
-                     K::geglu(g + t * Is + r0, u + t * Is + r0, g + t * Is + r0, r1 - r0);
-                   } else {
-                     K::swiglu(g + t * Is + r0, u + t * Is + r0, g + t * Is + r0, r1 - r0);
-                   }
-                 }
-               });
-  mm_.run(Op::MatDown, g, Is, n, {{&w.shared_down, sy_.data<float>()}});
+  mm_.mlp(w.shared_gate, w.shared_up, w.shared_down,
+          c_.activation == ModelConfig::Activation::GeluTanh, x, n, sg_.data<float>(),
+          su_.data<float>(), sy_.data<float>());
 }
 
 void Block::run(const Weights& w, const float* x, int n, float* out) {

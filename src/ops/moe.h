@@ -60,6 +60,7 @@ class Block {
   std::vector<int32_t> row_slot_;    // (batch, k): the slot of each row's j-th expert
   std::vector<int32_t> next_;        // (E): group()'s next free slot per expert
   AlignedBuffer act_gate_, act_up_, act_down_;  // the slots' quantized inputs per matmul type
+  AlignedBuffer act_tok_;                       // each token's row quantized once
   AlignedBuffer g_, u_;                         // (batch · k, expert_ffn_dim)
   AlignedBuffer y_;                             // (batch · k, dim)
   AlignedBuffer sg_, su_, sy_;                  // shared expert: (batch, Is), (batch, dim)
