@@ -152,26 +152,31 @@ def ml_run_logits(a, model: str, quant: str, extra: list[str], out: str) -> np.n
     return np.load(out)
 
 
-def corrupt_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
-    """name → (file bytes, a word the one-line error must contain)."""
+def meta_editor(good: bytes):
+    """edit(fn): the .mlb `good` with fn applied to a copy of its metadata (the data as it is)."""
     json_size = struct.unpack_from("<Q", good, 16)[0]
     meta = json.loads(good[24 : 24 + json_size])
     data_off = (24 + json_size + 63) // 64 * 64
 
-    def with_meta(m: dict) -> bytes:
-        js = json.dumps(m).encode()
-        head = b"KRAFLAMB" + struct.pack("<IIQ", 1, 0, len(js)) + js
-        head += b"\0" * ((-len(head)) % 64)
-        return head + good[data_off:]
-
     def edit(fn) -> bytes:
         m = json.loads(json.dumps(meta))
         fn(m)
-        return with_meta(m)
+        js = json.dumps(m).encode()
+        head = b"KRAFLAMB" + struct.pack("<IIQ", 1, 0, len(js)) + js
+        return head + b"\0" * ((-len(head)) % 64) + good[data_off:]
 
-    def tensor(m: dict, name: str) -> dict:
-        return next(t for t in m["tensors"] if t["name"] == name)
+    return edit
 
+
+def tensor(m: dict, name: str) -> dict:
+    """Metadata m's tensor entry `name`."""
+    return next(t for t in m["tensors"] if t["name"] == name)
+
+
+def corrupt_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
+    """name → (file bytes, a word the one-line error must contain)."""
+    json_size = struct.unpack_from("<Q", good, 16)[0]
+    edit = meta_editor(good)
     return {
         "empty": (b"", "empty"),
         "short-header": (good[:10], "truncated"),
@@ -204,20 +209,7 @@ def corrupt_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
 def moe_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
     """A Mixture-of-Experts .mlb's bad configs and expert tensors (name -> (bytes, word)), on
     the qwen3moe model's 8 experts of 32 rows."""
-    json_size = struct.unpack_from("<Q", good, 16)[0]
-    meta = json.loads(good[24 : 24 + json_size])
-    data_off = (24 + json_size + 63) // 64 * 64
-
-    def edit(fn) -> bytes:
-        m = json.loads(json.dumps(meta))
-        fn(m)
-        js = json.dumps(m).encode()
-        head = b"KRAFLAMB" + struct.pack("<IIQ", 1, 0, len(js)) + js
-        return head + b"\0" * ((-len(head)) % 64) + good[data_off:]
-
-    def tensor(m: dict, name: str) -> dict:
-        return next(t for t in m["tensors"] if t["name"] == name)
-
+    edit = meta_editor(good)
     return {
         "zero-experts": (edit(lambda m: m["config"].update(n_experts=0)), "n_experts"),
         "topk-over-experts": (
