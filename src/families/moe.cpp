@@ -8,6 +8,11 @@ void gguf_moe_config(const GgufFile& g, const std::string& p, nlohmann::json& c,
   const int64_t n = c["n_layers"];
   std::vector<bool> moe(static_cast<size_t>(n));
   for (const GgufTensor& t : g.tensors()) {
+    if (t.name.ends_with(".ffn_gate_up_exps.weight"))
+      gguf_fail(g, fmt::format("tensor '{}': experts with fused gate and up matrices "
+                               "(convert_hf_to_gguf.py --fuse-gate-up-exps) are not supported "
+                               "yet; convert without that option",
+                               t.name));
     if (!t.name.starts_with("blk.") || !t.name.ends_with(".ffn_gate_inp.weight")) continue;
     const int64_t i = std::strtoll(t.name.c_str() + 4, nullptr, 10);
     if (i >= 0 && i < n) moe[size_t(i)] = true;
@@ -20,12 +25,6 @@ void gguf_moe_config(const GgufFile& g, const std::string& p, nlohmann::json& c,
   c["norm_topk_prob"] = true;
   if (const double s = g.number(p + "expert_weights_scale", 1.0); s != 0.0 && s != 1.0)
     gguf_fail(g, fmt::format("{}expert_weights_scale {} is not supported (1 only)", p, s));
-  for (const GgufTensor& t : g.tensors())
-    if (t.name.ends_with(".ffn_gate_up_exps.weight"))
-      gguf_fail(g, fmt::format("tensor '{}': experts with fused gate and up matrices "
-                               "(convert_hf_to_gguf.py --fuse-gate-up-exps) are not supported "
-                               "yet; convert without that option",
-                               t.name));
 }
 
 bool gguf_moe_relayout(TensorView& v, GgufImport& m) {
