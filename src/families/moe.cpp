@@ -8,11 +8,6 @@ void gguf_moe_config(const GgufFile& g, const std::string& p, nlohmann::json& c,
   const int64_t n = c["n_layers"];
   std::vector<bool> moe(static_cast<size_t>(n));
   for (const GgufTensor& t : g.tensors()) {
-    if (t.name.ends_with(".ffn_gate_up_exps.weight"))
-      gguf_fail(g, fmt::format("tensor '{}': experts with fused gate and up matrices "
-                               "(convert_hf_to_gguf.py --fuse-gate-up-exps) are not supported "
-                               "yet; convert without that option",
-                               t.name));
     if (!t.name.starts_with("blk.") || !t.name.ends_with(".ffn_gate_inp.weight")) continue;
     const int64_t i = std::strtoll(t.name.c_str() + 4, nullptr, 10);
     if (i >= 0 && i < n) moe[size_t(i)] = true;

@@ -48,7 +48,6 @@ WType matrix_type(const TensorView& t, const std::string& path) {
 // in a copy the import made), or while a GGUF K-quant's rows are still in the file's type,
 // `source` (rows of source_row bytes of ggml type source_type), rewritten as they are packed.
 struct ToPack {
-  std::string name;
   Matrix* m;
   const TensorView* t;
   const TensorView* whole = nullptr;  // an expert's matrix: the 3-D tensor, on the last one
@@ -75,17 +74,19 @@ class TensorTaker {
     m.rows = rows;
     m.cols = cols;
     m.name = name;
-    if (pack) to_pack_.push_back({name, &m, &t});
+    if (pack) to_pack_.push_back({&m, &t});
     return t;
   }
 
   // Takes the 3-D tensor `name` [E, rows, cols] as E matrices (docs/format.md: each stored
-  // as a 2-D one would be, one after another), each listed for packing as "<name>.<e>".
+  // as a 2-D one would be, one after another), each listed for packing as "<as>.<e>"; with
+  // `parts` > 1, part `part` of each expert's rows of [E, parts * rows, cols] (llama.cpp's
+  // fused ffn_gate_up_exps: an expert's gate rows, then its up rows).
   void experts(std::vector<Matrix>& ms, const std::string& name, int64_t E, int64_t rows,
-               int64_t cols) {
-    const TensorView& t = take(name, {E, rows, cols});
+               int64_t cols, const std::string& as, int parts = 1, int part = 0) {
+    const TensorView& t = take(name, {E, parts * rows, cols});
     const WType type = matrix_type(t, f_.path());
-    const uint64_t bytes = t.size / uint64_t(E);
+    const uint64_t bytes = t.size / uint64_t(E), part_bytes = bytes / uint64_t(parts);
     const uint64_t src_bytes = uint64_t(rows) * t.source_row;
     ms.resize(size_t(E));
     for (int64_t e = 0; e < E; ++e) {
@@ -93,17 +94,19 @@ class TensorTaker {
       m.type = type;
       m.rows = rows;
       m.cols = cols;
-      m.name = fmt::format("{}.{}", name, e);
+      m.name = fmt::format("{}.{}", as, e);
       TensorView& v = slices_.emplace_back(t);
       v.name = m.name;
       v.shape = {rows, cols};
-      v.size = bytes;
-      v.offset += e * bytes;
-      if (v.data) v.data += e * bytes;
-      if (v.source) v.source += e * src_bytes;
-      to_pack_.push_back({m.name, &m, &v, e + 1 == E ? &t : nullptr});
+      v.size = part_bytes;
+      const uint64_t at = e * bytes + part * part_bytes;
+      v.offset += at;
+      if (v.data) v.data += at;
+      if (v.source) v.source += (e * parts + part) * src_bytes;
+      to_pack_.push_back({&m, &v, e + 1 == E && part + 1 == parts ? &t : nullptr});
     }
   }
+  bool has(const std::string& name) const { return f_.find(name) != nullptr; }
 
   void check_all_taken(const std::string& arch) const {
     for (const auto& t : f_.tensors())
@@ -190,7 +193,7 @@ void pack_or_map(Model::Impl& m, const std::vector<ToPack>& mats, ThreadPool& po
   }
   std::vector<PackEntry> entries;
   for (const ToPack& p : mats)
-    entries.push_back({p.name, int(p.m->type), p.m->rows, p.m->cols,
+    entries.push_back({p.m->name, int(p.m->type), p.m->rows, p.m->cols,
                        uint64_t(kernels::packed_size(p.m->type, p.m->rows, p.m->cols))});
   const std::string path = PackCache::path_for(dir, m.file->path());
   std::string why;
@@ -240,9 +243,14 @@ void load_moe_layer(TensorTaker& take, const ModelConfig& c, const std::string& 
                     moe::Weights& w) {
   const int64_t E = c.n_experts, I = c.expert_ffn_dim, Is = c.shared_expert_ffn_dim;
   take.matrix(w.router, p + "ffn_gate_inp", E, c.dim);
-  take.experts(w.gate, p + "ffn_gate_exps", E, I, c.dim);
-  take.experts(w.up, p + "ffn_up_exps", E, I, c.dim);
-  take.experts(w.down, p + "ffn_down_exps", E, c.dim, I);
+  if (const std::string fused = p + "ffn_gate_up_exps"; take.has(fused)) {  // GGUF only
+    take.experts(w.gate, fused, E, I, c.dim, p + "ffn_gate_exps", 2, 0);
+    take.experts(w.up, fused, E, I, c.dim, p + "ffn_up_exps", 2, 1);
+  } else {
+    take.experts(w.gate, p + "ffn_gate_exps", E, I, c.dim, p + "ffn_gate_exps");
+    take.experts(w.up, p + "ffn_up_exps", E, I, c.dim, p + "ffn_up_exps");
+  }
+  take.experts(w.down, p + "ffn_down_exps", E, c.dim, I, p + "ffn_down_exps");
   if (Is > 0) {
     take.matrix(w.shared_router, p + "ffn_gate_inp_shexp", 1, c.dim);
     take.matrix(w.shared_gate, p + "ffn_gate_shexp", Is, c.dim);

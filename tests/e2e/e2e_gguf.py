@@ -109,6 +109,22 @@ def check_pack_cache(a, g: str, ids: list[int], want: np.ndarray, tag: str) -> N
         assert np.array_equal(np.load(out).view(np.uint32), want.view(np.uint32)), want_note
 
 
+def check_fused(a, model: str, q: str, args: list[str], ids: list[int], want: np.ndarray) -> None:
+    """The MoE GGUF written by to_gguf.py `args` with --fuse-gate-up-exps (each layer's gate and
+    up experts in one ffn_gate_up_exps tensor, as llama.cpp's converter writes with that
+    option): the same logits, bit for bit, as the unfused file's `want`."""
+    g = os.path.join(a.scratch, f"{model}-{q}-fused.gguf")
+    must(tool("to_gguf.py") + args + ["-o", g, "--fuse-gate-up-exps"])
+    info = json.loads(must([os.path.join(a.bin, "ml_tok"), "info", g, "--json"]).stdout)
+    assert any(t["name"].endswith("ffn_gate_up_exps") for t in info["tensors"]), info["tensors"]
+    got = os.path.join(a.scratch, f"{model}-{q}-fused.npy")
+    ml_run(a, g, ids, got, ["-t", "2"])
+    x = np.load(got)
+    if x.shape != want.shape or not np.array_equal(x.view(np.uint32), want.view(np.uint32)):
+        raise SystemExit(f"FAILED: {model}-{q}: fused gate/up experts change the logits")
+    print(f"ok: {model}-{q}: fused gate/up experts give the unfused file's logits")
+
+
 def case_gguf(a, model: str) -> None:
     ids = prompt_ids(a.work, model)
     mlbs = gguf_sources(a, model)
@@ -129,6 +145,8 @@ def case_gguf(a, model: str) -> None:
         if x.shape != y.shape or not np.array_equal(x.view(np.uint32), y.view(np.uint32)):
             raise SystemExit(f"FAILED: {model}-{q}: GGUF logits differ from the .mlb's")
         print(f"ok: {model}-{q}: GGUF logits bit-identical to the .mlb's {x.shape}")
+        if model in QUANT_REF and q == "q8_0":
+            check_fused(a, model, q, [mlbs[q]], ids, x)
     # the pack cache serves GGUF files too: written, then mapped, the same logits
     check_pack_cache(a, g, ids, x, f"{model}-q4_0")
     tok = os.path.join(a.bin, "ml_tok")
@@ -221,6 +239,8 @@ def case_gguf_q4(a, model: str) -> None:
         # ml_tok info names the file's type of each rewritten matrix (none for Q8_0: as it is)
         got_froms = {t.get("gguf_type") for t in mats}
         assert got_froms <= froms and got_froms & froms, (q, got_froms)
+        if model in QUANT_REF and q == "q4_k_m":
+            check_fused(a, model, q, [src, "--quant", q], ids, np.load(got))
     check_pack_cache(a, g, ids, np.load(got), f"{model}-{q}")
     print(f"ok: {model}: Q4_M through the pack cache, the same bits")
 
@@ -265,6 +285,12 @@ def _tensor_info_at(data: bytes, name: str) -> int:
     return data.index(key) + len(key)
 
 
+def renamed(good: bytes, old: str, new: str) -> bytes:
+    """The file with the first `old` (a key or tensor name) renamed to `new`, of the same length."""
+    assert len(old) == len(new)
+    return good.replace(old.encode(), new.encode(), 1)
+
+
 def gguf_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
     """name -> (file bytes, a word the one-line error must contain)."""
 
@@ -272,10 +298,6 @@ def gguf_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
         b = bytearray(good)
         struct.pack_into(fmt, b, at, *v)
         return bytes(b)
-
-    def rename(old: str, new: str) -> bytes:  # same length
-        assert len(old) == len(new)
-        return good.replace(old.encode(), new.encode(), 1)
 
     first_key = 24  # u64 length of the first key
     w = _tensor_info_at(good, "blk.0.ffn_down.weight")
@@ -295,7 +317,7 @@ def gguf_variants(good: bytes) -> dict[str, tuple[bytes, str]]:
         "misaligned-offset": (put(t_type + 4, "<Q", 8), "alignment"),
         "offset-past-end": (put(t_type + 4, "<Q", 1 << 40), "not within"),
         "unknown-arch": (_arch(good), "llamx"),
-        "missing-key": (rename("llama.block_count", "llama.block_coun_"), "block_count"),
+        "missing-key": (renamed(good, "llama.block_count", "llama.block_coun_"), "block_count"),
         "bad-value-type": (_value_type(good, "llama.block_count", 77), "unknown value type"),
     }
 
@@ -333,9 +355,6 @@ def case_gguf_bad_moe(a) -> None:
     """Qwen3.5-MoE files with bad expert metadata or tensors: one line naming it, exit 2."""
     good = open(gguf_of(a, "qwen35moe", "q8_0"), "rb").read()
 
-    def rename(old: str, new: str) -> bytes:  # same length
-        return good.replace(old.encode(), new.encode(), 1)
-
     def put_key(key: str, v: int) -> bytes:  # a u32 value: type (4), value
         i = good.index(key.encode()) + len(key)
         assert struct.unpack_from("<I", good, i)[0] == 4, key
@@ -349,7 +368,7 @@ def case_gguf_bad_moe(a) -> None:
     struct.pack_into("<QQQ", b, w + 4, shape[0], shape[1] * 2, shape[2] // 2)
     variants = {
         "moe-no-expert-count": (
-            rename("qwen35moe.expert_count", "qwen35moe.expert_coun_"),
+            renamed(good, "qwen35moe.expert_count", "qwen35moe.expert_coun_"),
             "expert_count",
         ),
         "moe-zero-experts": (put_key("qwen35moe.expert_count", 0), "n_experts"),

@@ -513,11 +513,38 @@ def matrices(shape: tuple, name: str) -> bool:
     return len(shape) in (2, 3) and shape[-1] % quant.QK == 0 and not router
 
 
+def fuse_gate_up(ts: list[gguf.Tensor]) -> list[gguf.Tensor]:
+    """Each layer's ffn_gate_exps and ffn_up_exps as one ffn_gate_up_exps [E, 2I, H], an
+    expert's gate rows then its up rows, where the up tensor was (what llama.cpp's
+    convert_hf_to_gguf.py --fuse-gate-up-exps writes)."""
+    by_name = {t.name: t for t in ts}
+    out = []
+    for t in ts:
+        if t.name.endswith(".ffn_gate_exps.weight"):
+            continue
+        if t.name.endswith(".ffn_up_exps.weight"):
+            g = by_name[t.name.replace(".ffn_up_exps.", ".ffn_gate_exps.")]
+            _check(g.dtype == t.dtype, f"{t.name}: gate and up experts of one type to fuse")
+            e, i, h = t.shape
+            parts = [np.frombuffer(x.data, np.uint8).reshape(e, -1) for x in (g, t)]
+            raw = np.concatenate(parts, axis=1).tobytes()
+            name = t.name.replace(".ffn_up_exps.", ".ffn_gate_up_exps.")
+            t = gguf.Tensor(name, t.dtype, (e, 2 * i, h), raw)
+        out.append(t)
+    return out
+
+
 def convert(
-    src: str, out: str, to: str | None = None, round_trip: bool = False, rt_out: str | None = None
+    src: str,
+    out: str,
+    to: str | None = None,
+    round_trip: bool = False,
+    rt_out: str | None = None,
+    fuse: bool = False,
 ) -> None:
     """Writes `out` (with --quant `to`: requantized, or with round_trip its F32 round trip);
-    rt_out: the round trip to that file too, from the same quantization."""
+    rt_out: the round trip to that file too, from the same quantization; fuse: the experts'
+    gate and up tensors fused (fuse_gate_up)."""
     if os.path.isdir(src) or src.endswith(".mlt"):
         return convert_vocab(src, out)
     r = mlb.MlbReader(src)
@@ -567,7 +594,7 @@ def convert(
                 shape = shape[1:]
             ts.append(gguf.Tensor(tensor_name(t["name"]), dtype, shape, raw))
     for (path, _), kv, ts in zip(outs, kvs, tensors):
-        gguf.write(path, kv, ts)
+        gguf.write(path, kv, fuse_gate_up(ts) if fuse else ts)
 
 
 def tile_heads(a: np.ndarray, first: int, unit: int, nk: int, r: int) -> np.ndarray:
@@ -645,11 +672,17 @@ def main(argv: list[str] | None = None) -> None:
         metavar="PATH",
         help="with --quant: also write the F32 round trip to PATH (one quantization, two files)",
     )
+    p.add_argument(
+        "--fuse-gate-up-exps",
+        action="store_true",
+        help="Mixture of Experts: each layer's gate and up experts as one tensor, as "
+        "convert_hf_to_gguf.py --fuse-gate-up-exps writes them",
+    )
     a = p.parse_args(argv)
     try:
         if (a.round_trip or a.round_trip_out) and not a.quant:
             raise ToGgufError("--round-trip needs --quant")
-        convert(a.model, a.out, a.quant, a.round_trip, a.round_trip_out)
+        convert(a.model, a.out, a.quant, a.round_trip, a.round_trip_out, a.fuse_gate_up_exps)
     except (ToGgufError, mlb.MlbError, gguf.GgufError, ctok.TokenizerError, OSError, KeyError) as e:
         mlb.die(PROG, f"{a.model}: {e}")
     print(f"{PROG}: wrote {a.out}", file=sys.stderr)
