@@ -3,7 +3,8 @@
 only to change them). Each seed is laid out as its target reads it (fuzz_input.h: fields
 separated by 0x1F). The model seeds are a tiny random checkpoint
 (tests/reference/gen_random.py --shape fuzz) with a 266-token byte-level tokenizer, converted to
-.mlb, .mlt and GGUF.
+.mlb, .mlt and GGUF, and a Mixture-of-Experts one (qwen3moe-tiny-sparse) with the same tokenizer,
+as .mlb and GGUF.
 
 Usage: /usr/bin/python3 tests/fuzz/make_seeds.py
 """
@@ -209,6 +210,27 @@ def model_seeds(tmp: str) -> None:
         "-o",
         os.path.join(HERE, "corpus", "model", "fuzz-q8_0.gguf"),
     )
+    # a Mixture-of-Experts model (every layer sparse, as GGUF has it): the 3-D expert tensors
+    moe = os.path.join(tmp, "hf-moe")
+    run(
+        os.path.join(ROOT, "tests", "reference", "gen_random.py"),
+        "--arch",
+        "qwen3_moe",
+        "--shape",
+        "qwen3moe-tiny-sparse",
+        "--layers",
+        "2",
+        "--vocab",
+        "266",
+        "--tokenizer",
+        tok,
+        "-o",
+        moe,
+    )
+    out = os.path.join(HERE, "corpus", "model", "fuzz-moe-q8_0.mlb")
+    run(os.path.join(ROOT, "tools", "convert.py"), moe, "-o", out, "--quant", "q8_0")
+    gguf = os.path.join(HERE, "corpus", "model", "fuzz-moe-q8_0.gguf")
+    run(os.path.join(ROOT, "tools", "to_gguf.py"), out, "-o", gguf)
     run(
         os.path.join(ROOT, "tools", "convert_tokenizer.py"),
         tok,
