@@ -3,7 +3,8 @@
 // CPUs: q4_0_8x8 tiles). Best-of thread CPU time; n_tok = 1 cycles through copies of the weights
 // that together overflow the caches, like kernel_bench. Includes ggml's activation quantization.
 // Built only with -DKRAFLA_GGML_DIR=<ggml source tree built into <dir>/build>.
-// Usage: ggml_mm q4|q8 rows cols n_tok repack(0|1)
+// Usage: ggml_mm TYPE rows cols n_tok repack(0|1), TYPE q4 (Q4_0), q8 (Q8_0) or any ggml type
+// name (q4_K, q6_K, iq4_xs, ...).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -39,10 +40,20 @@ ggml_backend_buffer_type_t repack_buft() {
 
 int main(int argc, char** argv) {
   if (argc != 6) {
-    std::fprintf(stderr, "usage: ggml_mm q4|q8 rows cols n_tok repack(0|1)\n");
+    std::fprintf(stderr, "usage: ggml_mm q4|q8|TYPE rows cols n_tok repack(0|1)\n");
     return 2;
   }
-  const ggml_type type = std::strcmp(argv[1], "q8") == 0 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q4_0;
+  ggml_type type = std::strcmp(argv[1], "q8") == 0 ? GGML_TYPE_Q8_0 : GGML_TYPE_Q4_0;
+  if (std::strcmp(argv[1], "q8") != 0 && std::strcmp(argv[1], "q4") != 0) {
+    type = GGML_TYPE_COUNT;
+    for (int i = 0; i < GGML_TYPE_COUNT; ++i)
+      if (const char* n = ggml_type_name(ggml_type(i)); n && std::strcmp(n, argv[1]) == 0)
+        type = ggml_type(i);
+    if (type == GGML_TYPE_COUNT) {
+      std::fprintf(stderr, "ggml_mm: no ggml type named '%s'\n", argv[1]);
+      return 2;
+    }
+  }
   const int64_t rows = std::atoll(argv[2]), cols = std::atoll(argv[3]), n_tok = std::atoll(argv[4]);
   const bool repack = std::atoi(argv[5]) != 0;
   ggml_log_set([](ggml_log_level, const char*, void*) {}, nullptr);  // repack logs per tensor

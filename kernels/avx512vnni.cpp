@@ -358,7 +358,7 @@ struct ZmmInt {
 };
 
 // The ISA's tile policy for tiled.h's register-tile bodies and driver.
-struct Avx512 : tiled::StreamPrefetch<8> {
+struct Avx512 : tiled::StreamPrefetchBytes<2048> {
   using V = Zmm;
   using I = __m512i;
   static constexpr int kTile = krafla::kernels::kTile;

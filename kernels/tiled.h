@@ -209,6 +209,24 @@ struct StreamPrefetch {
   }
 };
 
+// The same with the distance in bytes, kBytes ahead rounded down to whole records (at least one):
+// with AVX-512's 16-row tiles a record is twice AVX2's, and 8 records (3.5-4.3 KiB for
+// Q6_H/Q8_0) measured 15-50% slower on Zen 5 than 1-2 KiB, whatever the type.
+template <size_t kBytes>
+struct StreamPrefetchBytes : StreamPrefetch<0> {
+  static constexpr size_t kPrefetchBytes = kBytes;
+};
+
+// Records ahead of the decode prefetch in a stream of kRec-byte records (0: none).
+template <class P, size_t kRec>
+constexpr int64_t prefetch_ahead() {
+  if constexpr (requires { P::kPrefetchBytes; }) {
+    return int64_t(P::kPrefetchBytes / kRec > 0 ? P::kPrefetchBytes / kRec : 1);
+  } else {
+    return int64_t(P::kPrefetchRecs);
+  }
+}
+
 // The R x T accumulators of a register tile: zeroed, then stored one row tile at a time
 // (valid[r] rows of tile r).
 template <class P, int R, int T>
@@ -293,8 +311,9 @@ constexpr bool kHasIq4 = requires {
 //    P::block5<R, T> for the block (where kHasTopBits<P>), IQ4_NL's P::block_iq4<R, T> likewise
 //    (where kHasIq4<P>) and Q3_H's P::block3<h, R, T> as Q6_H's (where kHasQ3<P>);
 //  * P::to_f32(I), P::load_f16(p) (kTile halves: a record's scales, an F16 tile column);
-//  * P::kPrefetchRecs (0: none) and P::prefetch_q(rec, bytes), which fetches the record at rec
-//    (or its first line): the decode prefetch of the quant streams, that many records ahead;
+//  * P::kPrefetchRecs (0: none) or P::kPrefetchBytes (prefetch_ahead) and P::prefetch_q(rec,
+//    bytes), which fetches the record at rec (or its first line): the decode prefetch of the
+//    quant streams, that many records (bytes) ahead;
 //    P::prefetch_f<kF16>(col, c): an F32/F16 column stream's.
 // Per block, acc = fma(float(isum), d_w*d_a, acc) in the row's lane whatever R and T are, which
 // is what makes each output bitwise independent of the register tile; Q4_M (the Q4_0 dot) then
@@ -306,19 +325,18 @@ void q_kernel(const uint8_t* w, size_t tbytes, int64_t nb, const ActBlock* const
   using L = Layout<P::kTile>;
   constexpr bool kQ4 = is_q4(W);
   constexpr size_t kRec = L::rec_bytes(W);
+  constexpr int64_t kAhead = prefetch_ahead<P, kRec>();
   Accumulators<P, R, T> acc;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* wb[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       wb[r] = w + r * tbytes + b * kRec;
-      // P::kPrefetchRecs records ahead in tile r's stream; past the tile's end, in the next
-      // row group's tile r (not the next tile, which is this group's and already streaming),
-      // so that group's streams start warm.
-      if constexpr (T == 1 && P::kPrefetchRecs > 0)
-        P::prefetch_q(
-            wb[r] + P::kPrefetchRecs * kRec + (b + P::kPrefetchRecs >= nb ? (R - 1) * tbytes : 0),
-            kRec);
+      // kAhead records ahead in tile r's stream; past the tile's end, in the next row
+      // group's tile r (not the next tile, which is this group's and already streaming), so
+      // that group's streams start warm.
+      if constexpr (T == 1 && kAhead > 0)
+        P::prefetch_q(wb[r] + kAhead * kRec + (b + kAhead >= nb ? (R - 1) * tbytes : 0), kRec);
     }
     typename P::I ia[R][T];
     if constexpr (W == WType::Q6_H) {  // each half with its own scale: elements 0..15, 16..31
