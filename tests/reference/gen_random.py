@@ -6,6 +6,7 @@ Usage: PYTHONPATH=tools tests/reference/gen_random.py --arch ARCH [its options] 
   --arch gemma2|gemma3|gemma3-vl                     gen_gemma.py
   --arch qwen3.5                                     gen_qwen35.py
   --arch qwen3_moe|qwen3_5_moe                       gen_moe.py (--experts, --close-router)
+  --arch gemma4                                      gen_gemma4.py (--shape, --layout)
 Each generator (tests/reference/gen_<arch>.py) documents its options; gen_common.py holds what
 they share. The converter package (tools/convert, on PYTHONPATH) writes the safetensors and
 reads the tokenizer files.
@@ -16,6 +17,7 @@ import argparse
 import sys
 
 import gen_gemma
+import gen_gemma4
 import gen_llama
 import gen_moe
 import gen_qwen35
@@ -26,6 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--arch")
     arch = pre.parse_known_args(argv)[0].arch
+    if arch in gen_gemma4.ARCHES:
+        return gen_gemma4.main(argv)
     if arch in gen_gemma.ARCHES:
         return gen_gemma.main(argv)
     if arch == "qwen3.5":

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Reference (oracle) forward pass of Llama/Mistral/Qwen2/Qwen3/SmolLM3 causal LMs in numpy
-(Gemma 2/3: ref_gemma.py; Qwen3.5: ref_qwen35.py; Qwen3-MoE and Qwen3.5-MoE: ref_moe.py).
+(Gemma 2/3: ref_gemma.py; Gemma 4: ref_gemma4.py; Qwen3.5: ref_qwen35.py; Qwen3-MoE and
+Qwen3.5-MoE: ref_moe.py).
 
 Usage: PYTHONPATH=tools tests/reference/ref_forward.py HF_DIR --tokens 1,2,3 [--out logits.npy]
        [--f64] [--quantized-weights f16|q8_0|q4_0 [--q8 CLASSES] [--q4-rule fit|round]
@@ -20,6 +21,7 @@ import sys
 import numpy as np
 
 import ref_gemma
+import ref_gemma4
 import ref_llama
 import ref_moe
 import ref_qwen35
@@ -40,10 +42,12 @@ def forward(
 ) -> np.ndarray:
     cfg = load_config(d)
     opt = Options(dt, qtype, q8, q4_rule, act_quant)
-    if act_quant and cfg.get("model_type") in ref_gemma.MODEL_TYPES:
+    if act_quant and cfg.get("model_type") in ref_gemma.MODEL_TYPES + ref_gemma4.MODEL_TYPES:
         raise ValueError("--act-quant is not implemented for the Gemma references")
     if cfg.get("model_type") in ref_gemma.MODEL_TYPES:
         return ref_gemma.forward(d, tokens, opt)
+    if cfg.get("model_type") in ref_gemma4.MODEL_TYPES:
+        return ref_gemma4.forward(d, tokens, opt)
     if cfg.get("model_type") in ref_qwen35.MODEL_TYPES:
         return ref_qwen35.forward(d, tokens, opt)
     if cfg.get("model_type") in ref_moe.MODEL_TYPES:

@@ -13,7 +13,7 @@ from typing import Any
 from . import safetensors_io as st
 from . import tokenizer as ctok
 from .families import family_for
-from .hf_config import ConvertError, rope_params
+from .hf_config import ConvertError
 from .writer import PROG, write_mlb
 
 
@@ -65,7 +65,7 @@ def convert_hf(
             source["skipped_tensors"] = len(skipped)
         # the RoPE parameters the frequencies came from (tools/to_gguf.py writes yarn's)
         text = fam.text_config(cfg)
-        theta, scaling = rope_params(text)
+        theta, scaling = fam.rope_record(text)
         orig = text.get("original_max_position_embeddings") or scaling.get(
             "original_max_position_embeddings", text.get("max_position_embeddings")
         )

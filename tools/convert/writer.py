@@ -33,7 +33,8 @@ MATRIX_CLASSES = (
     "ssm_in",
     "ssm_ab",
     "ssm_out",
-)  # ssm_*: Qwen3.5 DeltaNet projections
+    "ple",
+)  # ssm_*: Qwen3.5 DeltaNet projections; ple: Gemma 4's per-layer embedding table and matrices
 ROW_BLOCK_ELEMS = 1 << 22
 
 

@@ -10,13 +10,14 @@ from typing import Any
 
 from .base import Family
 from .gemma import GEMMA
+from .gemma4 import GEMMA4
 from .llama import LLAMA
 from .moe import QWEN3_MOE, QWEN35_MOE
 from .qwen35 import QWEN35
 
 # The first that matches config.json's model_type converts it; the llama-like family is the
 # fallback that names what is not supported.
-FAMILIES: tuple[Family, ...] = (GEMMA, QWEN35, QWEN35_MOE, QWEN3_MOE, LLAMA)
+FAMILIES: tuple[Family, ...] = (GEMMA, GEMMA4, QWEN35, QWEN35_MOE, QWEN3_MOE, LLAMA)
 
 
 def family_for(cfg: dict[str, Any]) -> Family:

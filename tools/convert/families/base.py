@@ -15,8 +15,8 @@ A family turns a Hugging Face checkpoint into docs/format.md's config and tensor
   returns the ones the family skips (vision towers, multi-token-prediction heads);
 - getter(ck, plan, c): reads a planned tensor in its stored form (1 + w norms, split halves).
 
-The families: llama.py (Llama, Mistral, Qwen2, Qwen3, SmolLM2/3), gemma.py (Gemma 2/3), moe.py
-(Qwen3-MoE, Qwen3.5-MoE) and
+The families: llama.py (Llama, Mistral, Qwen2, Qwen3, SmolLM2/3), gemma.py (Gemma 2/3), gemma4.py
+(Gemma 4), moe.py (Qwen3-MoE, Qwen3.5-MoE) and
 qwen35.py (Qwen3.5), registered in families/__init__.py, whose family_for() picks one; hf.py
 drives the conversion.
 """
@@ -28,7 +28,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import safetensors_io as st
-from ..hf_config import ConvertError, text_part
+from ..hf_config import ConvertError, rope_params, text_part
 
 Json = dict[str, Any]  # a parsed JSON object: config.json, tokenizer.json, the .mlb config
 Plan = list[tuple[str, str, str, tuple[int, ...]]]
@@ -84,6 +84,11 @@ class Family:
 
     def normalize_config(self, cfg: Json, gen_cfg: Json, tok_json: Json, tok_cfg: Json) -> Json:
         raise NotImplementedError
+
+    def rope_record(self, text: Json) -> tuple[float, Json]:
+        """(rope_theta, scaling dict) for the .mlb's source record (tools/to_gguf.py reads yarn's
+        parameters there): the one RoPE every layer shares."""
+        return rope_params(text)
 
     # ------------------------------------------------------------ tensors
 
