@@ -32,7 +32,8 @@ import numpy as np
 
 from convert import mlb
 from gen_common import LOGIT_STD, NORM_STD, PROG, PROJ_GAIN, QK_GAIN, REPO
-from gen_common import TORCH_DTYPE, Spec, add_common_args, load_tokenizer, write_checkpoint
+from gen_common import TORCH_DTYPE, Spec, add_common_args, load_tokenizer, size_config
+from gen_common import write_checkpoint
 
 ARCHES = ("gemma4",)
 S, F = "sliding_attention", "full_attention"
@@ -69,12 +70,7 @@ def first_shared(s: dict) -> int:
 def text_config(s: dict, n_vocab: int) -> dict:
     c = {
         "model_type": "gemma4_text",
-        "hidden_size": s["dim"],
-        "intermediate_size": s["ffn"],
-        "num_hidden_layers": s["n_layers"],
-        "num_attention_heads": s["n_heads"],
-        "num_key_value_heads": s["n_kv_heads"],
-        "head_dim": s["head_dim"],
+        **size_config(s),
         "global_head_dim": s["global_head_dim"],
         "num_global_key_value_heads": s.get("global_kv_heads"),
         "attention_k_eq_v": bool(s.get("k_eq_v")),
