@@ -22,8 +22,11 @@ struct LayerConfig {
     Local,   // rope_freqs_local (Gemma 3's sliding-window layers)
   };
   Kind kind = Kind::Attention;
-  bool moe = false;  // the MLP is a Mixture-of-Experts block (ModelConfig::n_experts...)
-  int window = 0;    // sliding window: a query sees keys at distance < window; 0: full attention
+  bool moe = false;    // the MLP is a Mixture-of-Experts block (ModelConfig::n_experts...)
+  int head_dim = 0;    // this layer's attention head size (0: the model's head_dim)
+  int n_kv_heads = 0;  // and KV heads (0: the model's n_kv_heads)
+  int kv_source = -1;  // >= 0: an earlier layer whose K/V this one reads (none so far)
+  int window = 0;      // sliding window: a query sees keys at distance < window; 0: full attention
   Rope rope = Rope::Global;
 };
 

@@ -41,20 +41,32 @@ size_t kv_row_bytes(KvType t, int64_t head_dim) {
 }  // namespace
 
 KvCache::KvCache(const ModelConfig& c, int n_ctx, KvType type, int64_t chunk_positions)
-    : type_(type),
-      n_ctx_(n_ctx),
-      n_kv_heads_(c.n_kv_heads),
-      head_dim_(c.head_dim),
-      row_bytes_(kv_row_bytes(type, c.head_dim)) {
-  if (type == KvType::Q8_0 && c.head_dim % kernels::kQBlock != 0)
-    throw Error(
-        fmt::format("--kv q8_0 needs a head size that is a multiple of {}; this model's "
-                    "is {} (use --kv f16)",
-                    kernels::kQBlock, c.head_dim));
-  int n_slots = 0;
-  for (const LayerConfig& l : c.layers)
-    slot_.push_back(l.kind == LayerConfig::Kind::Attention ? n_slots++ : -1);
-  per_pos_ = std::max<size_t>(1, size_t(n_slots) * n_kv_heads_ * row_bytes_);
+    : type_(type), n_ctx_(n_ctx) {
+  for (size_t l = 0; l < c.layers.size(); ++l) {
+    const LayerConfig& L = c.layers[l];
+    if (L.kind != LayerConfig::Kind::Attention) {
+      slot_.push_back(-1);
+      continue;
+    }
+    if (L.kv_source >= 0) {  // config.cpp: an earlier attention layer of the same geometry
+      slot_.push_back(slot_[size_t(L.kv_source)]);
+      continue;
+    }
+    const int hd = L.head_dim ? L.head_dim : c.head_dim;  // 0: the model's
+    const int heads = L.n_kv_heads ? L.n_kv_heads : c.n_kv_heads;
+    if (type == KvType::Q8_0 && hd % kernels::kQBlock != 0)
+      throw Error(
+          fmt::format("--kv q8_0 needs a head size that is a multiple of {}; this model's "
+                      "is {} (use --kv f16)",
+                      kernels::kQBlock, hd));
+    const size_t rb = kv_row_bytes(type, hd);
+    slot_.push_back(int(slots_.size()));
+    slots_.push_back({heads, hd, rb, per_pos_});
+    per_pos_ += size_t(heads) * rb;
+    row_bytes_ = row_bytes_ ? std::min(row_bytes_, rb) : rb;
+  }
+  per_pos_ = std::max<size_t>(1, per_pos_);
+  if (row_bytes_ == 0) row_bytes_ = kv_row_bytes(type, c.head_dim);
   // The first chunk: about a transparent huge page of K; then chunks doubling in size until
   // one holds 64 KiB of each head's rows.
   constexpr size_t kChunkBytes = size_t(2) << 20, kRunBytes = size_t(64) << 10;
@@ -72,9 +84,10 @@ KvCache::KvCache(const ModelConfig& c, int n_ctx, KvType type, int64_t chunk_pos
 }
 
 KvCache::HeadView KvCache::head(int layer, int kv_head) const {
-  return {k_.data(), v_.data(), row_bytes_,
-          type_,     head_dim_, first_,
-          chunk_,    steady_,   size_t(slot_[layer]) * n_kv_heads_ + kv_head,
+  const Slot& s = slots_[size_t(slot_[size_t(layer)])];
+  return {k_.data(), v_.data(),  s.row_bytes,
+          type_,     s.head_dim, first_,
+          chunk_,    steady_,    s.head_bytes + size_t(kv_head) * s.row_bytes,
           per_pos_};
 }
 
@@ -109,16 +122,16 @@ void KvCache::store(int layer, int kv_head, int64_t pos, const float* k, const f
   uint8_t* dv = h.v + at;
   switch (type_) {
     case KvType::F32:
-      std::memcpy(dk, k, row_bytes_);
-      std::memcpy(dv, v, row_bytes_);
+      std::memcpy(dk, k, h.row_bytes);
+      std::memcpy(dv, v, h.row_bytes);
       return;
     case KvType::F16:
-      kernels::f32_to_f16(k, reinterpret_cast<uint16_t*>(dk), head_dim_);
-      kernels::f32_to_f16(v, reinterpret_cast<uint16_t*>(dv), head_dim_);
+      kernels::f32_to_f16(k, reinterpret_cast<uint16_t*>(dk), h.head_dim);
+      kernels::f32_to_f16(v, reinterpret_cast<uint16_t*>(dv), h.head_dim);
       return;
     case KvType::Q8_0:
-      kernels::quantize_row_q8_0(k, reinterpret_cast<kernels::BlockQ8_0*>(dk), head_dim_);
-      kernels::quantize_row_q8_0(v, reinterpret_cast<kernels::BlockQ8_0*>(dv), head_dim_);
+      kernels::quantize_row_q8_0(k, reinterpret_cast<kernels::BlockQ8_0*>(dk), h.head_dim);
+      kernels::quantize_row_q8_0(v, reinterpret_cast<kernels::BlockQ8_0*>(dv), h.head_dim);
       return;
   }
 }

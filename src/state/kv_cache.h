@@ -1,6 +1,8 @@
 // One sequence's keys and values for the attention layers (DeltaNet layers keep theirs in
-// delta::State): a slot per attention layer, each (kv_head, ctx, head_dim) for K and for V,
-// stored in one element type for the whole cache.
+// delta::State): a slot per attention layer that owns its K/V, each (kv_head, ctx, head_dim)
+// of that layer's own head count and size, for K and for V, stored in one element type for the
+// whole cache. A layer that reads an earlier layer's K/V (LayerConfig::kv_source) has no slot
+// of its own: it sees its source's.
 //
 // Memory is laid out in chunks of positions: (chunk, slot, kv_head, position in the chunk,
 // row). The first chunk is about 2 MiB of K (or V); the next ones double in size until a
@@ -25,13 +27,14 @@ namespace krafla {
 
 class KvCache {
  public:
-  // Throws krafla::Error for Q8_0 when head_dim is not a multiple of 32. chunk_positions:
+  // Throws krafla::Error for Q8_0 when a head size is not a multiple of 32. chunk_positions:
   // positions of every memory chunk (0: the sizes above, multiples of 32 positions).
   KvCache(const ModelConfig& c, int n_ctx, KvType type = KvType::F32, int64_t chunk_positions = 0);
 
   KvType type() const { return type_; }
   int n_ctx() const { return n_ctx_; }
-  size_t row_bytes() const { return row_bytes_; }  // one position of one head, K or V
+  // One position of one head, K or V: the smallest (every head's when the layers share a size).
+  size_t row_bytes() const { return row_bytes_; }
   size_t size_bytes() const { return k_.size() + v_.size(); }
   int64_t first_chunk_positions() const { return first_; }
   int64_t chunk_positions() const { return chunk_; }  // of the chunks past the doubling ones
@@ -43,11 +46,11 @@ class KvCache {
     size_t row_bytes;
     KvType type;
     int64_t head_dim;
-    int64_t first;   // positions in the first chunk; chunk i < doublings has first << i
-    int64_t chunk;   // positions in each chunk after those
-    int64_t steady;  // where the first of those starts: first * (2^doublings - 1)
-    size_t head;     // this head's place in a chunk: slot * n_kv_heads + kv_head
-    size_t per_pos;  // bytes of one position over every slot and head
+    int64_t first;      // positions in the first chunk; chunk i < doublings has first << i
+    int64_t chunk;      // positions in each chunk after those
+    int64_t steady;     // where the first of those starts: first * (2^doublings - 1)
+    size_t head_bytes;  // one position's bytes of the slots and heads before this one
+    size_t per_pos;     // bytes of one position over every slot and head
     struct Span {
       int64_t start, size;  // positions
     };
@@ -65,8 +68,8 @@ class KvCache {
     // Where position pos's row starts, from k or v.
     size_t offset(int64_t pos) const {
       const Span c = chunk_of(pos);
-      return size_t(c.start) * per_pos +
-             (head * size_t(c.size) + size_t(pos - c.start)) * row_bytes;
+      return size_t(c.start) * per_pos + head_bytes * size_t(c.size) +
+             size_t(pos - c.start) * row_bytes;
     }
     // Rows [pos, pos+m) of K or V as m*head_dim floats, m <= run(pos): the cache's own memory
     // when it is F32, else converted into buf (room for m*head_dim floats) by the kernel table
@@ -81,23 +84,30 @@ class KvCache {
     const float* rows(const uint8_t* base, int64_t pos, int64_t m, float* buf) const;
     const uint16_t* halves(const uint8_t* base, int64_t pos, int64_t m) const;
   };
-  // `layer` must be an attention layer.
+  // `layer` must be an attention layer (a KV-sharing one gets its source's heads).
   HeadView head(int layer, int kv_head) const;
+  int n_slots() const { return int(slots_.size()); }
 
-  // Writes one token's key and value (head_dim floats each) for (layer, kv_head) at `pos`,
-  // converted to type().
+  // Writes one token's key and value (the layer's head_dim floats each) for (layer, kv_head)
+  // at `pos`, converted to type().
   void store(int layer, int kv_head, int64_t pos, const float* k, const float* v);
 
  private:
+  struct Slot {
+    int n_kv_heads;
+    int64_t head_dim;
+    size_t row_bytes;
+    size_t head_bytes;  // one position's bytes of the slots before this one
+  };
   KvType type_;
-  int n_ctx_, n_kv_heads_;
-  int64_t head_dim_;
-  size_t row_bytes_;
+  int n_ctx_;
+  size_t row_bytes_ = 0;
+  std::vector<Slot> slots_;
   size_t per_pos_ = 0;     // one position of every slot and head, K or V
   int64_t first_ = 0;      // positions in the first chunk
   int64_t chunk_ = 0;      // in each chunk past the doubling ones
   int64_t steady_ = 0;     // the position where those start
-  std::vector<int> slot_;  // [n_layers] the layer's slot, -1 for DeltaNet layers
+  std::vector<int> slot_;  // [n_layers] the layer's slot (its source's), -1 for DeltaNet layers
   AlignedBuffer k_, v_;    // (chunk, attention layer, kv_head, position in chunk, row_bytes)
 };
 

@@ -57,6 +57,44 @@ TEST(KvCache, OneSlotPerAttentionLayerEachHeadItsOwnRows) {
     }
 }
 
+// Layers of their own head size and KV head count (Gemma 4's full layers), and a layer that
+// reads an earlier one's K/V: every owner's rows stay its own across chunks, the sharing layer
+// sees its source's, and only owners take memory.
+TEST(KvCache, PerLayerGeometryAndSharedLayers) {
+  ModelConfig c;
+  c.n_layers = 4, c.n_heads = 4, c.n_kv_heads = 2, c.head_dim = 8;
+  c.layers = {{Kind::Attention}, {Kind::Attention}, {Kind::Attention}, {Kind::Attention}};
+  c.layers[1].head_dim = 16, c.layers[1].n_kv_heads = 1;
+  c.layers[3].kv_source = 1;
+  for (KvType t : {KvType::F32, KvType::F16}) {
+    KvCache kv(c, 24, t, 8);  // three chunks
+    EXPECT_EQ(kv.n_slots(), 3);
+    const size_t elem = t == KvType::F32 ? 4 : 2;
+    EXPECT_EQ(kv.size_bytes(), 2 * size_t(24) * (2 * 8 + 16 + 2 * 8) * elem);
+    EXPECT_EQ(kv.row_bytes(), 8 * elem);  // the smallest
+    const auto value = [](int l, int h, int p, int i) { return float(l * 64 + h * 32 + p) + i; };
+    for (int l : {0, 1, 2})
+      for (int h = 0; h < (l == 1 ? 1 : 2); ++h)
+        for (int p = 0; p < 24; ++p) {
+          std::vector<float> k(16), v(16);
+          for (int i = 0; i < 16; ++i) k[i] = value(l, h, p, i), v[i] = -value(l, h, p, i);
+          kv.store(l, h, p, k.data(), v.data());
+        }
+    std::vector<float> buf(16 * 8);
+    for (int l : {0, 1, 2, 3})
+      for (int h = 0; h < (l % 2 ? 1 : 2); ++h) {
+        const KvCache::HeadView view = kv.head(l, h);
+        const int owner = l == 3 ? 1 : l, hd = l % 2 ? 16 : 8;
+        ASSERT_EQ(view.head_dim, hd);
+        for (int p = 0; p < 24; ++p)
+          for (int i = 0; i < hd; ++i) {
+            ASSERT_EQ(view.k_rows(p, 1, buf.data())[i], value(owner, h, p, i)) << l << " " << p;
+            ASSERT_EQ(view.v_rows(p, 1, buf.data())[i], -value(owner, h, p, i));
+          }
+      }
+  }
+}
+
 // Chunks of 5 positions (the last one partly past n_ctx): every row stays its own, the views
 // give contiguous runs to the end of each chunk, and memory is (chunk, slot, head, row): the
 // first positions of every layer and head come first.
