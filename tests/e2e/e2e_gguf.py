@@ -171,6 +171,14 @@ def case_gguf(a, model: str) -> None:
     print(f"ok: {model}: ml_tok encode and info on the GGUF")
 
 
+# The --quant files each dense model's ggufq4 case writes: all six types over the three.
+Q4_SUBSETS = {
+    "llama": ("q4_k", "q3_k", "iq4_xs"),
+    "qwen3": ("q4_k_m", "q4_1", "iq4_nl"),
+    "qwen35": ("q4_k_m", "q3_k", "iq4_xs"),
+}
+
+
 def case_gguf_q4(a, model: str) -> None:
     """GGUF Q4_K and Q4_1 matrices run as Q4_M (4-bit, not widened to Q8_0): the logits of a file
     requantized to them (tools/to_gguf.py --quant, numpy's quantizers) against Krafla's F32 run
@@ -204,6 +212,10 @@ def case_gguf_q4(a, model: str) -> None:
     if model in QUANT_REF:  # MoE: what differs is only the 3-D tensors' slicing; two files hold
         # every K-quant rewrite path there is (Q4_K, Q6_K, Q4_1; IQ4_XS, IQ4_NL)
         expect = {q: expect[q] for q in ("q4_k_m", "iq4_xs")}
+    else:  # every file type at least once over the three dense layouts (Llama's interleaved
+        # q/k rows, Qwen3's tied embedding looked up from Q6_K rows, Qwen3.5's re-layouts)
+        subset = Q4_SUBSETS.get(model, tuple(expect))
+        expect = {q: expect[q] for q in subset}
     for q, (load, types, froms) in expect.items():
         g, rt = (os.path.join(a.scratch, f"{model}-{q}{s}.gguf") for s in ("", "-rt"))
         # one quantization writes both (--round-trip-out: the same bytes as two runs)
