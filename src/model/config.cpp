@@ -221,8 +221,6 @@ void validate_layers(RawConfig& r, const std::string& path) {
     LayerConfig& L = m.layers[l];
     L.kind = r.layer_linear[l] ? LayerConfig::Kind::Linear : LayerConfig::Kind::Attention;
     L.moe = r.layer_moe[l];
-    L.head_dim = m.head_dim;
-    L.n_kv_heads = m.n_kv_heads;
     L.window = r.layer_window[l];
     L.rope = !r.layer_rope[l]        ? LayerConfig::Rope::None
              : r.layer_rope_local[l] ? LayerConfig::Rope::Local

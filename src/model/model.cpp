@@ -79,11 +79,11 @@ class TensorTaker {
   }
 
   // Takes the 3-D tensor `name` [E, rows, cols] as E matrices (docs/format.md: each stored
-  // as a 2-D one would be, one after another), each listed for packing as "<as>.<e>"; with
+  // as a 2-D one would be, one after another), each listed for packing as "<name>.<e>"; with
   // `parts` > 1, part `part` of each expert's rows of [E, parts * rows, cols] (llama.cpp's
-  // fused ffn_gate_up_exps: an expert's gate rows, then its up rows).
+  // fused ffn_gate_up_exps: an expert's gate rows, then its up rows), listed as "<as>.<e>".
   void experts(std::vector<Matrix>& ms, const std::string& name, int64_t E, int64_t rows,
-               int64_t cols, const std::string& as, int parts = 1, int part = 0) {
+               int64_t cols, int parts = 1, int part = 0, const std::string& as = "") {
     const TensorView& t = take(name, {E, parts * rows, cols});
     const WType type = matrix_type(t, f_.path());
     const uint64_t bytes = t.size / uint64_t(E), part_bytes = bytes / uint64_t(parts);
@@ -94,7 +94,7 @@ class TensorTaker {
       m.type = type;
       m.rows = rows;
       m.cols = cols;
-      m.name = fmt::format("{}.{}", as, e);
+      m.name = fmt::format("{}.{}", as.empty() ? name : as, e);
       TensorView& v = slices_.emplace_back(t);
       v.name = m.name;
       v.shape = {rows, cols};
@@ -244,13 +244,13 @@ void load_moe_layer(TensorTaker& take, const ModelConfig& c, const std::string& 
   const int64_t E = c.n_experts, I = c.expert_ffn_dim, Is = c.shared_expert_ffn_dim;
   take.matrix(w.router, p + "ffn_gate_inp", E, c.dim);
   if (const std::string fused = p + "ffn_gate_up_exps"; take.has(fused)) {  // GGUF only
-    take.experts(w.gate, fused, E, I, c.dim, p + "ffn_gate_exps", 2, 0);
-    take.experts(w.up, fused, E, I, c.dim, p + "ffn_up_exps", 2, 1);
+    take.experts(w.gate, fused, E, I, c.dim, 2, 0, p + "ffn_gate_exps");
+    take.experts(w.up, fused, E, I, c.dim, 2, 1, p + "ffn_up_exps");
   } else {
-    take.experts(w.gate, p + "ffn_gate_exps", E, I, c.dim, p + "ffn_gate_exps");
-    take.experts(w.up, p + "ffn_up_exps", E, I, c.dim, p + "ffn_up_exps");
+    take.experts(w.gate, p + "ffn_gate_exps", E, I, c.dim);
+    take.experts(w.up, p + "ffn_up_exps", E, I, c.dim);
   }
-  take.experts(w.down, p + "ffn_down_exps", E, c.dim, I, p + "ffn_down_exps");
+  take.experts(w.down, p + "ffn_down_exps", E, c.dim, I);
   if (Is > 0) {
     take.matrix(w.shared_router, p + "ffn_gate_inp_shexp", 1, c.dim);
     take.matrix(w.shared_gate, p + "ffn_gate_shexp", Is, c.dim);
